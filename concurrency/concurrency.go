@@ -1,0 +1,93 @@
+// Package concurrency limits how many permits are held at once: a permit is
+// taken by Acquire or Wait and comes back when its lease is released.
+//
+// Behaviour: like golang.org/x/sync/semaphore, weighted. It limits work in
+// progress, not a rate: a fast caller may take and release permits as often as
+// it likes. A refusal has no RetryAfter, since permits come back on Release,
+// not with time. Memory: one counter per key.
+package concurrency
+
+import (
+	"math"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/check"
+)
+
+// Config configures a concurrency limiter.
+type Config struct {
+	// Limit is the most permits held at once. Required.
+	Limit int
+	// Queue configures Wait; the zero value disables queueing.
+	Queue ratelimit.Queue
+}
+
+const pkg = "concurrency"
+
+// Validate reports the first invalid field, wrapping ratelimit.ErrInvalidConfig.
+func (c Config) Validate() error {
+	if err := check.Count(pkg, "Limit", c.Limit, 1); err != nil {
+		return err
+	}
+	return check.Queue(pkg, c.Queue)
+}
+
+// Capacity is Limit.
+func (c Config) Capacity() int64 { return int64(c.Limit) }
+
+// QueueOptions returns c.Queue.
+func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
+
+// State is the number of permits held, and the instant (ns since the Unix
+// epoch) of the last release that brought it to zero.
+type State struct {
+	Held     int64
+	Returned int64
+}
+
+// Model is the reference model of a validated Config.
+type Model struct{ limit int64 }
+
+// NewModel validates c and returns its model.
+func NewModel(c Config) (Model, error) {
+	if err := c.Validate(); err != nil {
+		return Model{}, err
+	}
+	return Model{limit: int64(c.Limit)}, nil
+}
+
+// Initial is the state with nothing held.
+func (m Model) Initial() State { return State{Returned: math.MinInt64} }
+
+// Step decides a request for permits; permits == 0 is a status check.
+// RetryAfter is always unknown (negative).
+func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+	d := ratelimit.Decision{Limit: m.limit, RetryAfter: -1}
+	if s.Held+max(permits, 1) <= m.limit {
+		d.Granted = true
+		s.Held += permits
+	}
+	d.Remaining = m.limit - s.Held
+	return s, d
+}
+
+// Release gives back permits held.
+func (m Model) Release(s State, now, permits int64) State {
+	s.Held -= permits
+	if s.Held == 0 {
+		s.Returned = now
+	}
+	return s
+}
+
+// Available is the number of permits not held.
+func (m Model) Available(s State, now int64) int64 { return m.limit - s.Held }
+
+// InitialAt is the last instant nothing was held from, or math.MaxInt64
+// while permits are held.
+func (m Model) InitialAt(s State) int64 {
+	if s.Held > 0 {
+		return math.MaxInt64
+	}
+	return s.Returned
+}

@@ -1,0 +1,111 @@
+// Package fixedwindow is the fixed window algorithm: at most Limit permits in
+// each window of length Window, windows aligned to the Unix epoch so every
+// replica agrees where a window starts.
+//
+// Behaviour: the cheapest algorithm (one counter and one timestamp per key,
+// 16 bytes). Its weakness is the boundary: a client may take Limit permits at
+// the end of one window and Limit more at the start of the next, so up to
+// 2×Limit pass within one Window's length. It never admits more than Limit in
+// any aligned window. A refused request can retry when the window ends.
+package fixedwindow
+
+import (
+	"math"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/check"
+)
+
+// Config configures a fixed window limiter.
+type Config struct {
+	// Limit is the most permits granted per window. Required.
+	Limit int
+	// Window is the window length; windows start at multiples of Window since
+	// the Unix epoch. Required.
+	Window time.Duration
+	// Queue configures Wait; the zero value disables queueing.
+	Queue ratelimit.Queue
+}
+
+const pkg = "fixedwindow"
+
+// Validate reports the first invalid field, wrapping ratelimit.ErrInvalidConfig.
+func (c Config) Validate() error {
+	if err := check.Count(pkg, "Limit", c.Limit, 1); err != nil {
+		return err
+	}
+	if err := check.Duration(pkg, "Window", c.Window); err != nil {
+		return err
+	}
+	return check.Queue(pkg, c.Queue)
+}
+
+// Capacity is Limit.
+func (c Config) Capacity() int64 { return int64(c.Limit) }
+
+// QueueOptions returns c.Queue.
+func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
+
+// State is the count of permits granted in the window starting at Start
+// (nanoseconds since the Unix epoch).
+type State struct {
+	Start int64
+	Count int64
+}
+
+// Model is the reference model of a validated Config.
+type Model struct {
+	limit  int64
+	window int64
+}
+
+// NewModel validates c and returns its model.
+func NewModel(c Config) (Model, error) {
+	if err := c.Validate(); err != nil {
+		return Model{}, err
+	}
+	return Model{limit: int64(c.Limit), window: int64(c.Window)}, nil
+}
+
+// Initial is an empty window.
+func (m Model) Initial() State { return State{} }
+
+func (m Model) at(s State, now int64) State {
+	if start := check.FloorStart(now, m.window); start > s.Start {
+		return State{Start: start}
+	}
+	return s
+}
+
+// Step decides a request for permits at now; permits == 0 is a status check.
+// A refusal leaves the state unchanged; its RetryAfter is the time to the
+// window's end, when the whole Limit is available again.
+func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+	cur := m.at(s, now)
+	end := cur.Start + m.window
+	d := ratelimit.Decision{Limit: m.limit, RetryAfter: -1, ResetAfter: time.Duration(end - now)}
+	if cur.Count+max(permits, 1) <= m.limit {
+		d.Granted = true
+		cur.Count += permits
+		s = cur
+	} else {
+		d.RetryAfter = time.Duration(end - now)
+	}
+	d.Remaining = m.limit - cur.Count
+	if cur.Count == 0 {
+		d.ResetAfter = 0
+	}
+	return s, d
+}
+
+// Available is the number of permits left in the current window.
+func (m Model) Available(s State, now int64) int64 { return m.limit - m.at(s, now).Count }
+
+// InitialAt is the instant from which s, left alone, is an empty window.
+func (m Model) InitialAt(s State) int64 {
+	if s.Count == 0 {
+		return math.MinInt64
+	}
+	return s.Start + m.window
+}

@@ -1,0 +1,503 @@
+// Package memory runs limitkit's algorithms in the process: state in memory,
+// one mutex per limiter, and a Wait queue woken by one timer per limiter.
+//
+// memory.New(cfg) accepts the Config of any algorithm package (tokenbucket,
+// fixedwindow, slidingwindow, slidinglog, concurrency). The redis package's
+// redis.New(client, key, cfg) takes the same configs and makes the same
+// decisions, with the state shared by every process.
+//
+// Time is read from the monotonic clock against a fixed base instant (cheaper
+// than time.Now, and immune to wall-clock jumps), so instants are nanoseconds
+// since the Unix epoch as of the process start. WithClock injects a fake clock.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/slidinglog"
+	"github.com/limitkit/ratelimit/slidingwindow"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+// Limiter is an in-memory limiter. Besides ratelimit.Limiter it reports
+// Stats, how long it has been idle, and can be closed.
+type Limiter interface {
+	ratelimit.Limiter
+	// Stats returns a snapshot of the limiter's counters.
+	Stats() ratelimit.Stats
+	// IdleFor reports how long the limiter has been back in its initial state
+	// (full bucket, empty window, nothing held, nobody waiting); ok is false
+	// when it is not idle now. Replacing an idle limiter by a new one changes
+	// no decision.
+	IdleFor() (d time.Duration, ok bool)
+	// Close refuses every queued waiter (ReasonClosed); later calls return
+	// ratelimit.ErrClosed and releases do nothing. It is safe to call twice.
+	Close() error
+}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct{ clock ratelimit.Clock }
+
+// WithClock makes the limiter read time and set timers from c instead of the
+// system's monotonic clock. For tests: see ratelimittest.Clock.
+func WithClock(c ratelimit.Clock) Option { return func(o *options) { o.clock = c } }
+
+// New returns an in-memory limiter for cfg, which must be one of the
+// algorithm packages' Config values (or pointers to them).
+func New(cfg ratelimit.Config, opts ...Option) (Limiter, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch c := cfg.(type) {
+	case tokenbucket.Config:
+		m, err := tokenbucket.NewModel(c)
+		return build(c, m, err, o)
+	case *tokenbucket.Config:
+		return New(*c, opts...)
+	case fixedwindow.Config:
+		m, err := fixedwindow.NewModel(c)
+		return build(c, m, err, o)
+	case *fixedwindow.Config:
+		return New(*c, opts...)
+	case slidingwindow.Config:
+		m, err := slidingwindow.NewModel(c)
+		return build(c, m, err, o)
+	case *slidingwindow.Config:
+		return New(*c, opts...)
+	case slidinglog.Config:
+		m, err := slidinglog.NewModel(c)
+		return build(c, m, err, o)
+	case *slidinglog.Config:
+		return New(*c, opts...)
+	case concurrency.Config:
+		m, err := concurrency.NewModel(c)
+		return build(c, m, err, o)
+	case *concurrency.Config:
+		return New(*c, opts...)
+	case nil:
+		return nil, fmt.Errorf("%w: memory: nil config", ratelimit.ErrInvalidConfig)
+	}
+	return nil, fmt.Errorf("%w: memory: unsupported config type %T", ratelimit.ErrInvalidConfig, cfg)
+}
+
+// model is what every algorithm package's Model provides.
+type model[S any] interface {
+	Initial() S
+	Step(s S, now, permits int64) (S, ratelimit.Decision)
+	Available(s S, now int64) int64
+	InitialAt(s S) int64
+}
+
+// reserver is a model whose Wait takes permits ahead of time (token bucket).
+type reserver[S any] interface {
+	Reserve(s S, now, permits int64) (S, int64)
+	Refund(s S, now, permits int64) S
+}
+
+// releaser is a model whose permits come back on Release (concurrency).
+type releaser[S any] interface {
+	Release(s S, now, permits int64) S
+}
+
+func build[S any, M model[S]](cfg ratelimit.Config, m M, err error, o options) (Limiter, error) {
+	if err != nil {
+		return nil, err
+	}
+	l := &limiter[S, M]{
+		model:    m,
+		state:    m.Initial(),
+		capacity: cfg.Capacity(),
+		queue:    cfg.QueueOptions(),
+		clock:    o.clock,
+	}
+	l.reserver, _ = any(m).(reserver[S])
+	l.releaser, _ = any(m).(releaser[S])
+	l.emptied = l.now()
+	l.handles.New = func() any { return &handle{owner: l} }
+	return l, nil
+}
+
+// start is the base instant of the monotonic clock; startUnix its Unix time.
+var (
+	start     = time.Now()
+	startUnix = start.UnixNano()
+)
+
+// limiter is the engine shared by all algorithms. Every field below mu is
+// guarded by mu.
+type limiter[S any, M model[S]] struct {
+	model    M
+	reserver reserver[S] // nil unless the model reserves
+	releaser releaser[S] // nil unless the model holds permits
+	capacity int64
+	queue    ratelimit.Queue
+	clock    ratelimit.Clock // nil: the monotonic clock
+	handles  sync.Pool       // of *handle, for releasable leases
+
+	mu      sync.Mutex
+	state   S
+	head    *waiter // oldest
+	tail    *waiter // newest
+	queued  int64   // permits queued
+	timer   ratelimit.Timer
+	timerAt int64 // instant the timer is set for; 0 when not set
+	closed  bool
+	emptied int64 // last instant the queue became empty (or creation)
+	granted uint64
+	refused uint64
+}
+
+// now requires nothing; under mu its readings never go backwards.
+func (l *limiter[S, M]) now() int64 {
+	if l.clock == nil {
+		return startUnix + int64(time.Since(start))
+	}
+	return l.clock.Now().UnixNano()
+}
+
+// until is the time left before deadline.
+func (l *limiter[S, M]) until(deadline time.Time) time.Duration {
+	if l.clock == nil {
+		return time.Until(deadline)
+	}
+	return deadline.Sub(l.clock.Now())
+}
+
+// waiter is one queued Wait. Its fields are guarded by the limiter's mu,
+// except ch, which receives the answer exactly once.
+type waiter struct {
+	permits    int64
+	due        int64 // reservations: when the reserved tokens have arrived
+	prev, next *waiter
+	queued     bool
+	ch         chan ratelimit.Lease
+}
+
+func (l *limiter[S, M]) Acquire(_ context.Context, permits int) (ratelimit.Lease, error) {
+	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	p := int64(permits)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ratelimit.Lease{}, ratelimit.ErrClosed
+	}
+	now := l.now()
+	if l.head != nil {
+		l.serve(now)
+		if l.head != nil && l.queue.Order == ratelimit.OldestFirst && p > 0 {
+			// A new request never overtakes a non-empty OldestFirst queue.
+			return l.refuse(l.behindQueue(now, p), ratelimit.ReasonLimit), nil
+		}
+	}
+	return l.take(now, p), nil
+}
+
+func (l *limiter[S, M]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	w, lease, err := l.enqueue(ctx, int64(permits))
+	if w == nil {
+		return lease, err
+	}
+	select {
+	case lease := <-w.ch:
+		return lease, nil
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	if !w.queued { // answered in the meantime: the answer stands
+		l.mu.Unlock()
+		return <-w.ch, nil
+	}
+	now := l.now()
+	l.remove(w, now)
+	if l.reserver != nil {
+		l.state = l.reserver.Refund(l.state, now, w.permits)
+	}
+	l.serve(now) // the waiters behind it may fit now
+	l.mu.Unlock()
+	return ratelimit.Lease{}, ctx.Err()
+}
+
+// enqueue answers at once (w == nil) or queues a waiter.
+func (l *limiter[S, M]) enqueue(ctx context.Context, p int64) (w *waiter, lease ratelimit.Lease, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, lease, ratelimit.ErrClosed
+	}
+	now := l.now()
+	l.serve(now)
+	var d ratelimit.Decision
+	if l.head == nil || l.queue.Order == ratelimit.NewestFirst || p == 0 {
+		var st S
+		st, d = l.model.Step(l.state, now, p)
+		if d.Granted || p == 0 {
+			l.state = st
+			return nil, l.grant(d, p), nil
+		}
+		l.state = st
+	}
+	if l.queue.Order == ratelimit.OldestFirst && l.head != nil {
+		d = l.behindQueue(now, p)
+	}
+	limit := int64(l.queue.Limit)
+	if p > limit || (l.queue.Order == ratelimit.OldestFirst && l.queued+p > limit) {
+		return nil, l.refuse(d, ratelimit.ReasonQueueFull), nil
+	}
+	// NewestFirst: the oldest waiters, up to last, must go to make room.
+	var last *waiter
+	for e, room := l.head, l.queued+p-limit; room > 0; e = e.next {
+		room -= e.permits
+		last = e
+	}
+	state := l.state
+	w = &waiter{permits: p, ch: make(chan ratelimit.Lease, 1)}
+	if l.reserver != nil {
+		for e := l.head; last != nil && e != last.next; e = e.next {
+			state = l.reserver.Refund(state, now, e.permits)
+		}
+		state, w.due = l.reserver.Reserve(state, now, p)
+		d.RetryAfter = time.Duration(w.due - now)
+	}
+	if deadline, ok := ctx.Deadline(); ok && d.RetryAfter >= 0 && l.until(deadline) < d.RetryAfter {
+		return nil, l.refuse(d, ratelimit.ReasonDeadline), nil
+	}
+	for last != nil {
+		e := l.head
+		l.remove(e, now)
+		l.answer(e, l.refuse(d, ratelimit.ReasonEvicted))
+		if e == last {
+			break
+		}
+	}
+	l.state = state
+	l.push(w)
+	l.serve(now)
+	return w, lease, nil
+}
+
+// behindQueue is the refusal of p permits that would wait behind the whole
+// queue: its RetryAfter is when the queued permits and p could all be had.
+// Requires l.mu, and that the queue's first waiter cannot be served now.
+func (l *limiter[S, M]) behindQueue(now, p int64) ratelimit.Decision {
+	if l.reserver == nil {
+		p = min(l.queued+p, l.capacity)
+	}
+	var d ratelimit.Decision
+	l.state, d = l.model.Step(l.state, now, p)
+	return d
+}
+
+// take decides p permits now. Requires l.mu.
+func (l *limiter[S, M]) take(now, p int64) ratelimit.Lease {
+	var d ratelimit.Decision
+	l.state, d = l.model.Step(l.state, now, p)
+	if !d.Granted {
+		return l.refuse(d, ratelimit.ReasonLimit)
+	}
+	return l.grant(d, p)
+}
+
+// grant counts a granted decision and makes its lease. Requires l.mu.
+func (l *limiter[S, M]) grant(d ratelimit.Decision, p int64) ratelimit.Lease {
+	if p == 0 {
+		return ratelimit.NewLease(d, ratelimit.ReasonNone, nil, 0)
+	}
+	l.granted++
+	if l.releaser == nil {
+		return ratelimit.NewLease(d, ratelimit.ReasonNone, nil, 0)
+	}
+	h := l.handles.Get().(*handle)
+	h.permits = p
+	return ratelimit.NewLease(d, ratelimit.ReasonNone, h, h.gen.Load())
+}
+
+// refuse counts a refusal and makes its lease. Requires l.mu.
+func (l *limiter[S, M]) refuse(d ratelimit.Decision, r ratelimit.Reason) ratelimit.Lease {
+	d.Granted = false
+	l.refused++
+	return ratelimit.NewLease(d, r, nil, 0)
+}
+
+// serve grants queued waiters, in queue order, while they fit, and sets the
+// timer for the first one that does not. Requires l.mu.
+func (l *limiter[S, M]) serve(now int64) {
+	for l.head != nil {
+		w := l.head
+		if l.queue.Order == ratelimit.NewestFirst && l.reserver == nil {
+			w = l.tail
+		}
+		var d ratelimit.Decision
+		if l.reserver != nil {
+			if w.due > now {
+				l.arm(now, w.due)
+				return
+			}
+			_, d = l.model.Step(l.state, now, 0) // the figures after the reservation
+			d.Granted = true
+		} else {
+			var st S
+			st, d = l.model.Step(l.state, now, w.permits)
+			l.state = st
+			if !d.Granted {
+				if d.RetryAfter >= 0 {
+					l.arm(now, now+int64(d.RetryAfter))
+				}
+				return
+			}
+		}
+		l.remove(w, now)
+		l.answer(w, l.grant(d, w.permits))
+	}
+}
+
+// arm sets the limiter's one timer to fire at instant at. Requires l.mu.
+func (l *limiter[S, M]) arm(now, at int64) {
+	if l.timerAt == at {
+		return
+	}
+	l.timerAt = at
+	d := time.Duration(at - now)
+	if l.timer == nil {
+		if l.clock == nil {
+			l.timer = time.AfterFunc(d, l.fire)
+		} else {
+			l.timer = l.clock.AfterFunc(d, l.fire)
+		}
+		return
+	}
+	l.timer.Stop()
+	l.timer.Reset(d)
+}
+
+func (l *limiter[S, M]) fire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.timerAt = 0
+	if !l.closed {
+		l.serve(l.now())
+	}
+}
+
+// push appends w at the queue's newest end. Requires l.mu.
+func (l *limiter[S, M]) push(w *waiter) {
+	w.prev, w.queued = l.tail, true
+	if l.tail == nil {
+		l.head = w
+	} else {
+		l.tail.next = w
+	}
+	l.tail = w
+	l.queued += w.permits
+}
+
+// remove unlinks w from the queue. Requires l.mu.
+func (l *limiter[S, M]) remove(w *waiter, now int64) {
+	if w.prev == nil {
+		l.head = w.next
+	} else {
+		w.prev.next = w.next
+	}
+	if w.next == nil {
+		l.tail = w.prev
+	} else {
+		w.next.prev = w.prev
+	}
+	w.prev, w.next, w.queued = nil, nil, false
+	l.queued -= w.permits
+	if l.head == nil {
+		l.emptied = now
+	}
+}
+
+// answer hands a waiter its lease; ch is buffered, so this never blocks.
+func (l *limiter[S, M]) answer(w *waiter, lease ratelimit.Lease) { w.ch <- lease }
+
+func (l *limiter[S, M]) Stats() ratelimit.Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return ratelimit.Stats{
+		Available: max(0, l.model.Available(l.state, l.now())),
+		Queued:    l.queued,
+		Granted:   l.granted,
+		Refused:   l.refused,
+	}
+}
+
+func (l *limiter[S, M]) IdleFor() (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.head != nil {
+		return 0, false
+	}
+	at, now := max(l.model.InitialAt(l.state), l.emptied), l.now()
+	if at == math.MaxInt64 || now < at {
+		return 0, false
+	}
+	return time.Duration(now - at), true
+}
+
+func (l *limiter[S, M]) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	now := l.now()
+	for l.head != nil {
+		w := l.head
+		l.remove(w, now)
+		l.answer(w, l.refuse(ratelimit.Decision{Limit: l.capacity, RetryAfter: -1}, ratelimit.ReasonClosed))
+	}
+	return nil
+}
+
+// giveBack returns the permits of a released lease and recycles its handle.
+func (l *limiter[S, M]) giveBack(h *handle) {
+	l.mu.Lock()
+	if !l.closed {
+		now := l.now()
+		l.state = l.releaser.Release(l.state, now, h.permits)
+		l.serve(now)
+	}
+	l.mu.Unlock()
+	l.handles.Put(h)
+}
+
+// handle is the Releaser of a concurrency lease. Handles are pooled; gen
+// tells the lease that owns a handle from older copies, which makes Release
+// idempotent without an allocation per lease.
+type handle struct {
+	gen     atomic.Uint64
+	permits int64 // written before the lease is handed out
+	owner   interface{ giveBack(*handle) }
+}
+
+func (h *handle) Release(token uint64) {
+	if !h.gen.CompareAndSwap(token, token+1) {
+		return
+	}
+	h.owner.giveBack(h)
+}

@@ -1,0 +1,136 @@
+// Package ratelimit is the common interface of limitkit's rate limiters.
+//
+// A [Limiter] answers one question: may the caller take some permits now
+// ([Limiter.Acquire]), or when it has waited its turn ([Limiter.Wait])? Five
+// algorithms implement it, each in its own package (tokenbucket, fixedwindow,
+// slidingwindow, slidinglog, concurrency), and two backends run them: memory
+// (state in the process) and redis (state in Redis, shared by a fleet). The
+// backends make the same decisions for the same configuration and arrival times.
+//
+// A refusal is a [Lease] whose Acquired reports false, never an error. An error
+// means the limiter could not decide: an invalid argument, a closed limiter, a
+// context that ended, or a backend failure. Errors are the sentinels declared
+// here, to be tested with [errors.Is].
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limiter hands out permits. Implementations are safe for concurrent use.
+type Limiter interface {
+	// Acquire takes permits now or refuses; it never waits.
+	// permits == 0 is a status check that takes nothing: it is granted when at
+	// least one permit is available.
+	Acquire(ctx context.Context, permits int) (Lease, error)
+	// Wait takes permits, waiting in line if needed, until ctx is done.
+	// It refuses at once, without sleeping, when the permits cannot be had
+	// before ctx's deadline, with a lease whose RetryAfter says when they could.
+	Wait(ctx context.Context, permits int) (Lease, error)
+}
+
+// Config is satisfied by every algorithm's configuration, so a backend can be
+// built from any of them: memory.New(cfg) and redis.New(client, key, cfg).
+type Config interface {
+	// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+	Validate() error
+	// Capacity is the most permits one request can ever be granted; larger
+	// requests fail with ErrExceedsLimit.
+	Capacity() int64
+	// QueueOptions returns the configuration's Wait queue.
+	QueueOptions() Queue
+}
+
+// Errors returned by limiters. They are wrapped with details; test them with errors.Is.
+var (
+	// ErrInvalidPermits: permits is negative.
+	ErrInvalidPermits = errors.New("ratelimit: invalid permits")
+	// ErrExceedsLimit: permits is larger than the limiter's capacity, so the
+	// request could never be granted.
+	ErrExceedsLimit = errors.New("ratelimit: permits exceed the limit")
+	// ErrInvalidConfig: a configuration field is out of range.
+	ErrInvalidConfig = errors.New("ratelimit: invalid config")
+	// ErrClosed: the limiter was closed.
+	ErrClosed = errors.New("ratelimit: limiter closed")
+)
+
+// QueueOrder says which waiter is served first when permits come back.
+type QueueOrder uint8
+
+const (
+	// OldestFirst serves waiters in arrival order (FIFO). A new request never
+	// overtakes a non-empty queue, and is refused at once when the queue is full.
+	OldestFirst QueueOrder = iota
+	// NewestFirst serves the newest waiter first (LIFO). A new request may take
+	// free permits even while others wait, and when the queue is full the oldest
+	// waiters are refused (ReasonEvicted) to make room.
+	NewestFirst
+)
+
+func (o QueueOrder) String() string {
+	switch o {
+	case OldestFirst:
+		return "OldestFirst"
+	case NewestFirst:
+		return "NewestFirst"
+	}
+	return fmt.Sprintf("QueueOrder(%d)", uint8(o))
+}
+
+// Queue configures how Wait queues requests that cannot be granted at once.
+// The zero value means no queue: Wait refuses at once when it would have to wait.
+type Queue struct {
+	// Limit is the most permits (not requests) that may wait at once.
+	Limit int
+	// Order is the serving order; the zero value is OldestFirst.
+	Order QueueOrder
+}
+
+// Validate reports a negative Limit or an unknown Order.
+func (q Queue) Validate() error {
+	if q.Limit < 0 {
+		return fmt.Errorf("%w: Queue.Limit must be >= 0, got %d", ErrInvalidConfig, q.Limit)
+	}
+	if q.Order > NewestFirst {
+		return fmt.Errorf("%w: Queue.Order must be OldestFirst or NewestFirst, got %v", ErrInvalidConfig, q.Order)
+	}
+	return nil
+}
+
+// CheckPermits validates a request for permits against a capacity, as every
+// limiter does before it changes any state: negative permits wrap
+// ErrInvalidPermits, more than capacity wraps ErrExceedsLimit.
+func CheckPermits(permits int, capacity int64) error {
+	if permits < 0 {
+		return fmt.Errorf("%w: %d is negative", ErrInvalidPermits, permits)
+	}
+	if int64(permits) > capacity {
+		return fmt.Errorf("%w: %d permits requested, capacity is %d", ErrExceedsLimit, permits, capacity)
+	}
+	return nil
+}
+
+// Stats is a snapshot of a limiter, from the optional method Stats() Stats.
+type Stats struct {
+	Available int64  // permits that could be granted now
+	Queued    int64  // permits waiting in the queue
+	Granted   uint64 // requests granted since creation
+	Refused   uint64 // requests refused since creation
+}
+
+// Clock is a limiter's source of time. Production code uses the system's
+// monotonic clock; tests inject a fake one (see ratelimittest.Clock).
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has passed.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is what Clock.AfterFunc returns; *time.Timer satisfies it.
+type Timer interface {
+	Stop() bool
+	Reset(d time.Duration) bool
+}

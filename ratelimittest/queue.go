@@ -1,0 +1,450 @@
+package ratelimittest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+)
+
+// Limiter is what RunQueue needs beyond ratelimit.Limiter.
+type Limiter interface {
+	ratelimit.Limiter
+	Stats() ratelimit.Stats
+	IdleFor() (time.Duration, bool)
+	io.Closer
+}
+
+// RunQueue runs the Wait, queue and lifecycle scenarios against limiters
+// built by f, which must implement Limiter, in the spirit of .NET's shared
+// rate limiter test contract.
+func RunQueue(t *testing.T, f Factory) {
+	for _, a := range Algorithms() {
+		a := a
+		t.Run(a.Name, func(t *testing.T) {
+			run := func(name string, fn func(t *testing.T, f Factory, a Algorithm)) {
+				t.Run(name, func(t *testing.T) { fn(t, f, a) })
+			}
+			run("WaitGrantsAtOnce", testWaitGrantsAtOnce)
+			run("QueuesAndGrabsOldest", testGrabsOldest)
+			run("QueuesAndGrabsNewest", testGrabsNewest)
+			run("FailsWhenQueueFull", testQueueFull)
+			run("NoQueue", testNoQueue)
+			run("DropsOldest", testDropsOldest)
+			run("BiggerThanQueue", testBiggerThanQueue)
+			run("CancelBeforeQueueing", testCancelBefore)
+			run("CancelFreesQueueSpace", testCancelFrees)
+			if a.Rate {
+				run("DeadlineUnreachable", testDeadline)
+			}
+			run("CloseRefusesQueued", testClose)
+			run("Idle", testIdle)
+			run("Stats", testStats)
+			run("LargeValues", testLarge)
+		})
+	}
+}
+
+type env struct {
+	t     *testing.T
+	a     Algorithm
+	clock *Clock
+	l     Limiter
+	held  []ratelimit.Lease
+}
+
+func newEnv(t *testing.T, f Factory, a Algorithm, limit int, q ratelimit.Queue) *env {
+	clock := NewClock()
+	l, ok := f(t, a.Config(limit, q), clock).(Limiter)
+	if !ok {
+		t.Fatalf("RunQueue: the factory's limiter does not implement ratelimittest.Limiter")
+	}
+	return &env{t: t, a: a, clock: clock, l: l}
+}
+
+// exhaust takes every available permit, one at a time, keeping the leases.
+func (e *env) exhaust() {
+	e.t.Helper()
+	for {
+		lease := mustAcquire(e.t, e.l, 1)
+		if !lease.Acquired() {
+			return
+		}
+		e.held = append(e.held, lease)
+	}
+}
+
+// queuedBelow reports when fewer than n permits are queued: the limiter
+// updates its queue before the freeing step that served a waiter returns.
+func (e *env) queuedBelow(n int64) func() bool {
+	return func() bool { return e.l.Stats().Queued < n }
+}
+
+// freeUntil gives permits back in the smallest steps (10ms of time, or one
+// released lease) until done reports true.
+func (e *env) freeUntil(done func() bool) {
+	e.t.Helper()
+	for i := 0; i < 1000 && !done(); i++ {
+		if e.a.Rate {
+			e.clock.Advance(10 * ms)
+		} else if len(e.held) > 0 {
+			e.held[0].Release()
+			e.held = e.held[1:]
+		} else {
+			e.t.Fatalf("nothing left to release")
+		}
+	}
+}
+
+type result struct {
+	lease ratelimit.Lease
+	err   error
+}
+
+type pending struct {
+	t  *testing.T
+	ch chan result
+	r  *result
+}
+
+// wait starts Wait(ctx, permits) and returns once it is queued (Stats shows
+// its permits) or answered.
+func (e *env) wait(ctx context.Context, permits int) *pending {
+	e.t.Helper()
+	return e.waitQueued(ctx, permits, e.l.Stats().Queued+int64(permits))
+}
+
+// waitQueued starts Wait(ctx, permits) and returns once Stats shows queued
+// permits in all, or the Wait is answered.
+func (e *env) waitQueued(ctx context.Context, permits int, queued int64) *pending {
+	e.t.Helper()
+	p := &pending{t: e.t, ch: make(chan result, 1)}
+	go func() {
+		lease, err := e.l.Wait(ctx, permits)
+		p.ch <- result{lease, err}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.l.Stats().Queued != queued && !p.answered() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("Wait(%d) neither queued nor answered within 5s", permits)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return p
+}
+
+func (p *pending) answered() bool {
+	if p.r != nil {
+		return true
+	}
+	select {
+	case r := <-p.ch:
+		p.r = &r
+		return true
+	default:
+		return false
+	}
+}
+
+// result waits for the answer (5s at most).
+func (p *pending) result() (ratelimit.Lease, error) {
+	p.t.Helper()
+	if p.r == nil {
+		select {
+		case r := <-p.ch:
+			p.r = &r
+		case <-time.After(5 * time.Second):
+			p.t.Fatalf("no answer from Wait within 5s")
+		}
+	}
+	return p.r.lease, p.r.err
+}
+
+func (p *pending) wantGranted() ratelimit.Lease {
+	p.t.Helper()
+	lease, err := p.result()
+	if err != nil || !lease.Acquired() {
+		p.t.Fatalf("Wait: %v, %v; want granted", lease, err)
+	}
+	return lease
+}
+
+func (p *pending) wantRefused(r ratelimit.Reason) ratelimit.Lease {
+	p.t.Helper()
+	lease, err := p.result()
+	if err != nil || lease.Acquired() || lease.Reason() != r {
+		p.t.Fatalf("Wait: %v, %v; want refused with reason %v", lease, err, r)
+	}
+	return lease
+}
+
+func (e *env) wantQueued(n int64) {
+	e.t.Helper()
+	if q := e.l.Stats().Queued; q != n {
+		e.t.Fatalf("Stats().Queued = %d, want %d", q, n)
+	}
+}
+
+// wantRetryAfter checks that a rate algorithm's refusal says when to retry.
+func (e *env) wantRetryAfter(lease ratelimit.Lease) {
+	e.t.Helper()
+	if d, ok := lease.RetryAfter(); e.a.Rate && (!ok || d <= 0) {
+		e.t.Fatalf("refusal %v: RetryAfter = %v, %v; want a positive duration", lease, d, ok)
+	}
+}
+
+var bg = context.Background()
+
+func testWaitGrantsAtOnce(t *testing.T, f Factory, a Algorithm) {
+	e := newEnv(t, f, a, 3, ratelimit.Queue{})
+	lease, err := e.l.Wait(bg, 3)
+	if err != nil || !lease.Acquired() || lease.Remaining() != 0 {
+		t.Fatalf("Wait(3) on a fresh limiter: %v, %v; want granted with 0 remaining", lease, err)
+	}
+	if s, err := e.l.Wait(bg, 0); err != nil || s.Acquired() {
+		t.Fatalf("Wait(0) on an exhausted limiter: %v, %v; want a refused status check at once", s, err)
+	}
+}
+
+// queueOrder queues A(2) then B(2) on an exhausted limit of 3, frees permits
+// step by step until one is served, and reports which.
+func queueOrder(t *testing.T, f Factory, a Algorithm, order ratelimit.QueueOrder) string {
+	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 4, Order: order})
+	e.exhaust()
+	pa := e.wait(bg, 2)
+	pb := e.wait(bg, 2)
+	e.wantQueued(4)
+	e.freeUntil(e.queuedBelow(4))
+	e.wantQueued(2) // one served, the other still waits
+	deadline := time.Now().Add(5 * time.Second)
+	for !pa.answered() && !pb.answered() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Microsecond)
+	}
+	switch {
+	case pa.answered() && !pb.answered():
+		pa.wantGranted()
+		return "A"
+	case pb.answered() && !pa.answered():
+		pb.wantGranted()
+		return "B"
+	}
+	t.Fatalf("want exactly one of A and B answered: A %v, B %v", pa.answered(), pb.answered())
+	return ""
+}
+
+func testGrabsOldest(t *testing.T, f Factory, a Algorithm) {
+	if first := queueOrder(t, f, a, ratelimit.OldestFirst); first != "A" {
+		t.Fatalf("OldestFirst served %s first, want A (the oldest)", first)
+	}
+}
+
+func testGrabsNewest(t *testing.T, f Factory, a Algorithm) {
+	want := "B"
+	if a.Reserves {
+		want = "A" // reservations are served in arrival order
+	}
+	if first := queueOrder(t, f, a, ratelimit.NewestFirst); first != want {
+		t.Fatalf("NewestFirst served %s first, want %s", first, want)
+	}
+}
+
+func testQueueFull(t *testing.T, f Factory, a Algorithm) {
+	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 2})
+	e.exhaust()
+	pa := e.wait(bg, 2)
+	e.wantQueued(2)
+	lease := e.wait(bg, 1).wantRefused(ratelimit.ReasonQueueFull)
+	e.wantRetryAfter(lease)
+	e.wantQueued(2)
+	if pa.answered() {
+		t.Fatalf("the queued waiter was answered by another's refusal")
+	}
+}
+
+func testNoQueue(t *testing.T, f Factory, a Algorithm) {
+	for _, order := range []ratelimit.QueueOrder{ratelimit.OldestFirst, ratelimit.NewestFirst} {
+		e := newEnv(t, f, a, 3, ratelimit.Queue{Order: order})
+		e.exhaust()
+		e.wantRetryAfter(e.wait(bg, 1).wantRefused(ratelimit.ReasonQueueFull))
+		e.wantQueued(0)
+	}
+}
+
+func testDropsOldest(t *testing.T, f Factory, a Algorithm) {
+	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 3, Order: ratelimit.NewestFirst})
+	e.exhaust()
+	pa, pb, pc := e.wait(bg, 1), e.wait(bg, 1), e.wait(bg, 1)
+	e.wantQueued(3)
+	pd := e.waitQueued(bg, 2, 3) // A and B must go, together
+	pa.wantRefused(ratelimit.ReasonEvicted)
+	pb.wantRefused(ratelimit.ReasonEvicted)
+	if pc.answered() || pd.answered() {
+		t.Fatalf("C or D answered; both should still wait")
+	}
+	e.wantQueued(3)
+	e.freeUntil(e.queuedBelow(1))
+	pc.wantGranted()
+	pd.wantGranted()
+}
+
+func testBiggerThanQueue(t *testing.T, f Factory, a Algorithm) {
+	for _, order := range []ratelimit.QueueOrder{ratelimit.OldestFirst, ratelimit.NewestFirst} {
+		e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 1, Order: order})
+		e.exhaust()
+		pa := e.wait(bg, 1)
+		e.wait(bg, 2).wantRefused(ratelimit.ReasonQueueFull)
+		if pa.answered() {
+			t.Fatalf("%v: a request bigger than the queue evicted a waiter", order)
+		}
+		e.wantQueued(1)
+	}
+}
+
+func testCancelBefore(t *testing.T, f Factory, a Algorithm) {
+	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 3})
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	if _, err := e.l.Wait(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with a cancelled ctx: %v, want context.Canceled", err)
+	}
+	if s := e.l.Stats(); s.Available != 3 || s.Queued != 0 {
+		t.Fatalf("a cancelled Wait changed the state: %+v", s)
+	}
+}
+
+func testCancelFrees(t *testing.T, f Factory, a Algorithm) {
+	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 2})
+	e.exhaust()
+	before := e.l.Stats()
+	ctx, cancel := context.WithCancel(bg)
+	pa := e.wait(ctx, 2)
+	e.wantQueued(2)
+	cancel()
+	if _, err := pa.result(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v, want context.Canceled", err)
+	}
+	after := e.l.Stats()
+	if after.Queued != 0 || after.Available != before.Available {
+		t.Fatalf("after cancel: %+v, want nothing queued and the permits given back (%+v)", after, before)
+	}
+	pb := e.wait(bg, 2) // the space is free again
+	e.wantQueued(2)
+	e.freeUntil(e.queuedBelow(1))
+	pb.wantGranted()
+}
+
+func testDeadline(t *testing.T, f Factory, a Algorithm) {
+	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 3})
+	e.exhaust()
+	ctx, cancel := context.WithDeadline(bg, e.clock.Now().Add(ms))
+	defer cancel()
+	lease := e.wait(ctx, 1).wantRefused(ratelimit.ReasonDeadline)
+	if d, ok := lease.RetryAfter(); !ok || d <= ms {
+		t.Fatalf("deadline refusal: RetryAfter = %v, %v; want more than the 1ms deadline", d, ok)
+	}
+	e.wantQueued(0)
+	if s := e.l.Stats(); s.Available != 0 {
+		t.Fatalf("deadline refusal changed the state: %+v", s)
+	}
+	// A deadline far enough is accepted, and the waiter is served by then.
+	ctx2, cancel2 := context.WithDeadline(bg, e.clock.Now().Add(a.Refill))
+	defer cancel2()
+	p := e.wait(ctx2, 1)
+	e.wantQueued(1)
+	e.freeUntil(e.queuedBelow(1))
+	p.wantGranted()
+}
+
+func testClose(t *testing.T, f Factory, a Algorithm) {
+	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 2})
+	e.exhaust()
+	pa := e.wait(bg, 1)
+	e.wantQueued(1)
+	if err := e.l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	pa.wantRefused(ratelimit.ReasonClosed)
+	if _, err := e.l.Acquire(bg, 1); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Fatalf("Acquire after Close: %v, want ErrClosed", err)
+	}
+	if _, err := e.l.Wait(bg, 1); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Fatalf("Wait after Close: %v, want ErrClosed", err)
+	}
+	for _, h := range e.held {
+		h.Release() // does nothing, and must not panic
+	}
+	if err := e.l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func testIdle(t *testing.T, f Factory, a Algorithm) {
+	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 1})
+	e.clock.Advance(time.Second)
+	if d, ok := e.l.IdleFor(); !ok || d != time.Second {
+		t.Fatalf("fresh limiter after 1s: IdleFor = %v, %v; want 1s, true", d, ok)
+	}
+	lease := mustAcquire(t, e.l, 1)
+	e.held = append(e.held, lease)
+	if _, ok := e.l.IdleFor(); ok {
+		t.Fatalf("idle with a permit in use")
+	}
+	e.exhaust()
+	p := e.wait(bg, 1)
+	e.wantQueued(1)
+	if _, ok := e.l.IdleFor(); ok {
+		t.Fatalf("idle with a waiter")
+	}
+	e.freeUntil(e.queuedBelow(1))
+	e.held = append(e.held, p.wantGranted())
+	for _, h := range e.held {
+		h.Release()
+	}
+	e.held = nil
+	if a.Rate {
+		e.clock.Advance(a.Refill)
+	}
+	d, ok := e.l.IdleFor()
+	if !ok {
+		t.Fatalf("not idle once every permit is back")
+	}
+	e.clock.Advance(time.Minute)
+	if d2, ok := e.l.IdleFor(); !ok || d2 != d+time.Minute {
+		t.Fatalf("IdleFor a minute later = %v, %v; want %v", d2, ok, d+time.Minute)
+	}
+}
+
+func testStats(t *testing.T, f Factory, a Algorithm) {
+	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 5})
+	e.held = append(e.held, mustAcquire(t, e.l, 2))
+	mustAcquire(t, e.l, 2)
+	mustAcquire(t, e.l, 0) // a status check is not counted
+	p := e.wait(bg, 3)
+	want := ratelimit.Stats{Available: 1, Queued: 3, Granted: 1, Refused: 1}
+	if s := e.l.Stats(); s != want && !(a.Reserves && s == ratelimit.Stats{Available: 0, Queued: 3, Granted: 1, Refused: 1}) {
+		t.Fatalf("Stats = %+v, want %+v", s, want)
+	}
+	e.freeUntil(e.queuedBelow(1))
+	p.wantGranted()
+	if s := e.l.Stats(); s.Granted != 2 || s.Queued != 0 {
+		t.Fatalf("Stats after the waiter's grant = %+v, want 2 granted, nothing queued", s)
+	}
+}
+
+func testLarge(t *testing.T, f Factory, a Algorithm) {
+	const big = 1 << 53
+	e := newEnv(t, f, a, big, ratelimit.Queue{Limit: big})
+	if l := mustAcquire(t, e.l, big); !l.Acquired() || l.Remaining() != 0 || l.Limit() != big {
+		t.Fatalf("Acquire(2^53): %v, want granted", l)
+	}
+	p := e.wait(bg, big)
+	e.wantQueued(big)
+	if _, err := e.l.Wait(bg, big+1); !errors.Is(err, ratelimit.ErrExceedsLimit) {
+		t.Fatalf("Wait(2^53+1): %v, want ErrExceedsLimit", err)
+	}
+	e.l.Close()
+	p.wantRefused(ratelimit.ReasonClosed)
+}

@@ -1,0 +1,481 @@
+// Package ratelimittest is limitkit's conformance suite: the same scenarios,
+// run against any ratelimit.Limiter built by a Factory on a fake Clock. The
+// memory and redis backends both pass it, which is what makes their decisions
+// interchangeable; a user's own Limiter can run it too.
+//
+// Run covers Acquire: exact grant/refuse sequences per algorithm, exact
+// RetryAfter, Remaining and ResetAfter, status checks, argument errors, the
+// algorithms' bounds under random traffic, and a race hammer. RunQueue covers
+// Wait, queueing and lifecycle for limiters with memory's queue semantics.
+package ratelimittest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/slidinglog"
+	"github.com/limitkit/ratelimit/slidingwindow"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+// Factory builds the limiter under test for cfg, reading time from clock. It
+// registers any cleanup (such as Close) with t.
+type Factory func(t testing.TB, cfg ratelimit.Config, clock *Clock) ratelimit.Limiter
+
+// Grant is one granted request, for the bound checks.
+type Grant struct {
+	At      time.Time
+	Permits int64
+}
+
+// Algorithm is one algorithm configuration the suite exercises.
+type Algorithm struct {
+	Name string
+	// Config returns the algorithm's config with capacity limit and queue q.
+	Config func(limit int, q ratelimit.Queue) ratelimit.Config
+	// Rate is true when permits come back with time, false when they come
+	// back on Release (concurrency).
+	Rate bool
+	// Reserves is true when Wait reserves permits ahead of time (token
+	// bucket): waiters are then served in arrival order whatever the
+	// QueueOrder, which only decides who is evicted.
+	Reserves bool
+	// Refill is how long after taking all permits at once they are all back.
+	Refill time.Duration
+	// Bound reports a violation of the algorithm's admission bound in grants
+	// (in time order) for capacity limit; nil for concurrency.
+	Bound func(limit int64, grants []Grant) error
+}
+
+// Algorithms returns the configurations the suite runs: both token bucket
+// refills, fixed window, both sliding windows, sliding log and concurrency.
+func Algorithms() []Algorithm {
+	return []Algorithm{
+		{
+			Name: "tokenbucket", Rate: true, Reserves: true, Refill: time.Second,
+			Config: func(l int, q ratelimit.Queue) ratelimit.Config {
+				return tokenbucket.Config{Rate: rate.Limit(l), Burst: l, Queue: q}
+			},
+			Bound: func(limit int64, g []Grant) error {
+				return pairs(g, func(a, b Grant, sum int64) bool {
+					return float64(sum) <= float64(limit)+float64(limit)*b.At.Sub(a.At).Seconds()+1e-6
+				})
+			},
+		},
+		{
+			Name: "tokenbucket-interval", Rate: true, Reserves: true, Refill: time.Second,
+			Config: func(l int, q ratelimit.Queue) ratelimit.Config {
+				return tokenbucket.Config{Period: 250 * time.Millisecond, PerPeriod: (l + 3) / 4, Burst: l, Queue: q}
+			},
+			Bound: func(limit int64, g []Grant) error {
+				per := (limit + 3) / 4
+				return pairs(g, func(a, b Grant, sum int64) bool {
+					ticks := b.At.Truncate(250*time.Millisecond).Sub(a.At.Truncate(250*time.Millisecond)) / (250 * time.Millisecond)
+					return sum <= limit+per*int64(ticks)
+				})
+			},
+		},
+		{
+			Name: "fixedwindow", Rate: true, Refill: time.Second,
+			Config: func(l int, q ratelimit.Queue) ratelimit.Config {
+				return fixedwindow.Config{Limit: l, Window: time.Second, Queue: q}
+			},
+			Bound: alignedBound(time.Second),
+		},
+		{
+			Name: "slidingwindow-segmented", Rate: true, Refill: time.Second,
+			Config: func(l int, q ratelimit.Queue) ratelimit.Config {
+				return slidingwindow.Config{Limit: l, Window: time.Second, Segments: 4, Queue: q}
+			},
+			Bound: func(limit int64, g []Grant) error {
+				// Every window of 4 segments ending at a grant's segment.
+				return pairs(g, func(a, b Grant, sum int64) bool {
+					from := b.At.Truncate(250 * time.Millisecond).Add(-750 * time.Millisecond)
+					return a.At.Before(from) || sum <= limit
+				})
+			},
+		},
+		{
+			Name: "slidingwindow-weighted", Rate: true, Refill: 2 * time.Second,
+			Config: func(l int, q ratelimit.Queue) ratelimit.Config {
+				return slidingwindow.Config{Limit: l, Window: time.Second, Queue: q}
+			},
+			Bound: alignedBound(time.Second),
+		},
+		{
+			Name: "slidinglog", Rate: true, Refill: time.Second,
+			Config: func(l int, q ratelimit.Queue) ratelimit.Config {
+				return slidinglog.Config{Limit: l, Window: time.Second, Queue: q}
+			},
+			Bound: func(limit int64, g []Grant) error {
+				return pairs(g, func(a, b Grant, sum int64) bool {
+					return b.At.Sub(a.At) >= time.Second || sum <= limit
+				})
+			},
+		},
+		{
+			Name: "concurrency",
+			Config: func(l int, q ratelimit.Queue) ratelimit.Config {
+				return concurrency.Config{Limit: l, Queue: q}
+			},
+		},
+	}
+}
+
+// pairs checks ok for every pair of grants a <= b with the permits from a to b.
+func pairs(g []Grant, ok func(a, b Grant, sum int64) bool) error {
+	for i := range g {
+		var sum int64
+		for j := i; j < len(g); j++ {
+			sum += g[j].Permits
+			if !ok(g[i], g[j], sum) {
+				return fmt.Errorf("%d permits granted from %v to %v", sum, g[i].At.Sub(Start), g[j].At.Sub(Start))
+			}
+		}
+	}
+	return nil
+}
+
+// alignedBound checks at most limit permits per window aligned to the epoch.
+func alignedBound(w time.Duration) func(int64, []Grant) error {
+	return func(limit int64, g []Grant) error {
+		return pairs(g, func(a, b Grant, sum int64) bool {
+			return !a.At.Truncate(w).Equal(b.At.Truncate(w)) || sum <= limit
+		})
+	}
+}
+
+// Run runs the Acquire scenarios against limiters built by f.
+func Run(t *testing.T, f Factory) {
+	t.Run("Sequences", func(t *testing.T) { testSequences(t, f) })
+	for _, a := range Algorithms() {
+		a := a
+		t.Run(a.Name, func(t *testing.T) {
+			if a.Rate { // concurrency's RetryAfter is unknown, checked in Sequences
+				t.Run("RetryAfterExact", func(t *testing.T) { testRetryAfterExact(t, f, a) })
+			}
+			t.Run("StatusCheck", func(t *testing.T) { testStatusCheck(t, f, a) })
+			t.Run("Errors", func(t *testing.T) { testErrors(t, f, a) })
+			t.Run("Bound", func(t *testing.T) { testBound(t, f, a) })
+			t.Run("Hammer", func(t *testing.T) { testHammer(t, f, a) })
+		})
+	}
+}
+
+// Step is one request of a sequence: advance the clock, optionally release
+// the lease of an earlier step, then acquire Permits and compare.
+type Step struct {
+	Advance   time.Duration
+	Release   int // 1-based index of an earlier step whose lease to release; 0 for none
+	Permits   int
+	Granted   bool
+	Remaining int64
+	// RetryAfter is checked on refusals; negative means it must be unknown.
+	RetryAfter time.Duration
+	// ResetAfter is checked when not zero.
+	ResetAfter time.Duration
+}
+
+// Sequence is an exact scenario for one configuration.
+type Sequence struct {
+	Name   string
+	Config ratelimit.Config
+	Steps  []Step
+}
+
+const ms = time.Millisecond
+
+// Sequences returns the exact scenarios, one or more per algorithm.
+func Sequences() []Sequence {
+	return []Sequence{
+		{"tokenbucket", tokenbucket.Config{Rate: 4, Burst: 4}, []Step{
+			{Permits: 4, Granted: true, Remaining: 0, ResetAfter: time.Second},
+			// Like x/time/rate, a request is granted once its missing tokens
+			// are less than 1ns of refill away: 1ns before the exact quotient.
+			{Permits: 1, RetryAfter: 250*ms - 1, ResetAfter: time.Second},
+			{Advance: 250 * ms, Permits: 1, Granted: true, Remaining: 0, ResetAfter: time.Second},
+			{Permits: 3, RetryAfter: 750*ms - 1, ResetAfter: time.Second},
+			{Advance: 500 * ms, Permits: 3, RetryAfter: 250*ms - 1, ResetAfter: 500 * ms},
+			{Advance: 250 * ms, Permits: 3, Granted: true, Remaining: 0, ResetAfter: time.Second},
+			{Advance: 5 * time.Second, Permits: 1, Granted: true, Remaining: 3, ResetAfter: 250 * ms},
+		}},
+		{"tokenbucket-interval", tokenbucket.Config{Period: time.Second, PerPeriod: 2, Burst: 4}, []Step{
+			{Permits: 4, Granted: true, Remaining: 0, ResetAfter: 2 * time.Second},
+			{Permits: 1, RetryAfter: time.Second, ResetAfter: 2 * time.Second},
+			{Advance: 999 * ms, Permits: 1, RetryAfter: 1 * ms, ResetAfter: 1001 * ms},
+			{Advance: 1 * ms, Permits: 2, Granted: true, Remaining: 0, ResetAfter: 2 * time.Second},
+			{Advance: 500 * ms, Permits: 3, RetryAfter: 1500 * ms, ResetAfter: 1500 * ms},
+			{Advance: 1500 * ms, Permits: 3, Granted: true, Remaining: 1, ResetAfter: 2 * time.Second},
+		}},
+		{"fixedwindow", fixedwindow.Config{Limit: 3, Window: time.Second}, []Step{
+			{Permits: 2, Granted: true, Remaining: 1, ResetAfter: time.Second},
+			{Permits: 2, RetryAfter: time.Second, ResetAfter: time.Second},
+			{Permits: 1, Granted: true, Remaining: 0, ResetAfter: time.Second},
+			{Advance: 999 * ms, Permits: 1, RetryAfter: 1 * ms, ResetAfter: 1 * ms},
+			{Advance: 1 * ms, Permits: 3, Granted: true, Remaining: 0, ResetAfter: time.Second},
+			{Advance: 1500 * ms, Permits: 1, Granted: true, Remaining: 2, ResetAfter: 500 * ms},
+		}},
+		{"slidingwindow-segmented", slidingwindow.Config{Limit: 4, Window: time.Second, Segments: 4}, []Step{
+			{Permits: 2, Granted: true, Remaining: 2, ResetAfter: time.Second},
+			{Advance: 250 * ms, Permits: 2, Granted: true, Remaining: 0, ResetAfter: time.Second},
+			{Permits: 1, RetryAfter: 750 * ms, ResetAfter: time.Second},
+			{Advance: 749 * ms, Permits: 1, RetryAfter: 1 * ms, ResetAfter: 251 * ms},
+			{Advance: 1 * ms, Permits: 2, Granted: true, Remaining: 0, ResetAfter: time.Second},
+			{Permits: 1, RetryAfter: 250 * ms, ResetAfter: time.Second},
+		}},
+		{"slidingwindow-weighted", slidingwindow.Config{Limit: 10, Window: time.Second}, []Step{
+			{Permits: 10, Granted: true, Remaining: 0, ResetAfter: 2 * time.Second},
+			{Advance: time.Second, Permits: 1, RetryAfter: 100 * ms, ResetAfter: time.Second},
+			{Advance: 99 * ms, Permits: 1, RetryAfter: 1 * ms, ResetAfter: 901 * ms},
+			{Advance: 1 * ms, Permits: 1, Granted: true, Remaining: 0, ResetAfter: 1900 * ms},
+			{Advance: 500 * ms, Permits: 6, RetryAfter: 100 * ms, ResetAfter: 1400 * ms},
+			{Permits: 5, Granted: true, Remaining: 0, ResetAfter: 1400 * ms},
+		}},
+		{"slidinglog", slidinglog.Config{Limit: 3, Window: time.Second}, []Step{
+			{Permits: 1, Granted: true, Remaining: 2, ResetAfter: time.Second},
+			{Advance: 300 * ms, Permits: 2, Granted: true, Remaining: 0, ResetAfter: time.Second},
+			{Permits: 1, RetryAfter: 700 * ms, ResetAfter: time.Second},
+			{Advance: 700 * ms, Permits: 1, Granted: true, Remaining: 0, ResetAfter: time.Second},
+			{Permits: 1, RetryAfter: 300 * ms, ResetAfter: time.Second},
+			{Advance: 300 * ms, Permits: 3, RetryAfter: 700 * ms, ResetAfter: 700 * ms},
+		}},
+		{"concurrency", concurrency.Config{Limit: 2}, []Step{
+			{Permits: 1, Granted: true, Remaining: 1},
+			{Permits: 1, Granted: true, Remaining: 0},
+			{Permits: 1, RetryAfter: -1},
+			{Release: 1, Permits: 1, Granted: true, Remaining: 0},
+			{Release: 1, Permits: 1, RetryAfter: -1}, // a second Release of the same lease does nothing
+			{Release: 2, Permits: 2, RetryAfter: -1},
+			{Release: 4, Permits: 2, Granted: true, Remaining: 0},
+		}},
+	}
+}
+
+func testSequences(t *testing.T, f Factory) {
+	for _, seq := range Sequences() {
+		seq := seq
+		t.Run(seq.Name, func(t *testing.T) {
+			clock := NewClock()
+			l := f(t, seq.Config, clock)
+			leases := make([]ratelimit.Lease, len(seq.Steps))
+			for i, s := range seq.Steps {
+				clock.Advance(s.Advance)
+				if s.Release > 0 {
+					leases[s.Release-1].Release()
+				}
+				lease, err := l.Acquire(context.Background(), s.Permits)
+				if err != nil {
+					t.Fatalf("step %d: Acquire(%d): %v", i+1, s.Permits, err)
+				}
+				leases[i] = lease
+				CheckLease(t, fmt.Sprintf("step %d", i+1), lease, s)
+			}
+		})
+	}
+}
+
+// CheckLease compares a lease with the expectation of a Step.
+func CheckLease(t testing.TB, what string, lease ratelimit.Lease, s Step) {
+	t.Helper()
+	if lease.Acquired() != s.Granted {
+		t.Fatalf("%s: Acquired() = %v, want %v (%v)", what, lease.Acquired(), s.Granted, lease)
+	}
+	if s.Granted && lease.Remaining() != s.Remaining {
+		t.Errorf("%s: Remaining() = %d, want %d", what, lease.Remaining(), s.Remaining)
+	}
+	if s.ResetAfter != 0 && lease.ResetAfter() != s.ResetAfter {
+		t.Errorf("%s: ResetAfter() = %v, want %v", what, lease.ResetAfter(), s.ResetAfter)
+	}
+	if s.Granted {
+		return
+	}
+	if lease.Reason() != ratelimit.ReasonLimit {
+		t.Errorf("%s: Reason() = %v, want %v", what, lease.Reason(), ratelimit.ReasonLimit)
+	}
+	d, ok := lease.RetryAfter()
+	switch {
+	case s.RetryAfter < 0 && ok:
+		t.Errorf("%s: RetryAfter() = %v, want unknown", what, d)
+	case s.RetryAfter >= 0 && (!ok || d != s.RetryAfter):
+		t.Errorf("%s: RetryAfter() = %v, %v; want %v", what, d, ok, s.RetryAfter)
+	}
+}
+
+func mustAcquire(t testing.TB, l ratelimit.Limiter, permits int) ratelimit.Lease {
+	t.Helper()
+	lease, err := l.Acquire(context.Background(), permits)
+	if err != nil {
+		t.Fatalf("Acquire(%d): %v", permits, err)
+	}
+	return lease
+}
+
+// testRetryAfterExact: at every refusal, the same request is refused one
+// nanosecond before RetryAfter has passed and granted once it has.
+func testRetryAfterExact(t *testing.T, f Factory, a Algorithm) {
+	rng := rand.New(rand.NewSource(1))
+	for trial := 0; trial < 20; trial++ {
+		limit := 1 + rng.Intn(10)
+		clock := NewClock()
+		clock.Advance(time.Duration(rng.Int63n(int64(time.Second))))
+		l := f(t, a.Config(limit, ratelimit.Queue{}), clock)
+		refusals := 0
+		for i := 0; i < 100 && refusals < 10; i++ {
+			clock.Advance(time.Duration(rng.Int63n(int64(300 * ms))))
+			p := 1 + rng.Intn(limit)
+			lease := mustAcquire(t, l, p)
+			if lease.Acquired() {
+				continue
+			}
+			refusals++
+			d, ok := lease.RetryAfter()
+			if !ok || d <= 0 {
+				t.Fatalf("trial %d: refusal of %d without a positive RetryAfter: %v", trial, p, lease)
+			}
+			clock.Advance(d - 1)
+			if early := mustAcquire(t, l, p); early.Acquired() {
+				t.Fatalf("trial %d: %d permits granted 1ns before RetryAfter %v", trial, p, d)
+			} else if d2, _ := early.RetryAfter(); d2 != 1 {
+				t.Fatalf("trial %d: 1ns before RetryAfter %v, RetryAfter = %v, want 1ns", trial, d, d2)
+			}
+			clock.Advance(1)
+			if late := mustAcquire(t, l, p); !late.Acquired() {
+				t.Fatalf("trial %d: %d permits refused after RetryAfter %v: %v", trial, p, d, late)
+			}
+		}
+		if refusals == 0 {
+			t.Fatalf("trial %d: no refusal to check", trial)
+		}
+	}
+}
+
+// testStatusCheck: permits == 0 reports availability and takes nothing.
+func testStatusCheck(t *testing.T, f Factory, a Algorithm) {
+	clock := NewClock()
+	l := f(t, a.Config(3, ratelimit.Queue{}), clock)
+	for i := 0; i < 3; i++ {
+		if s := mustAcquire(t, l, 0); !s.Acquired() || s.Remaining() != 3 {
+			t.Fatalf("status check on a fresh limiter: %v, want granted with 3 remaining", s)
+		}
+	}
+	if g := mustAcquire(t, l, 2); !g.Acquired() || g.Remaining() != 1 {
+		t.Fatalf("Acquire(2) after status checks: %v, want granted with 1 remaining", g)
+	}
+	mustAcquire(t, l, 1)
+	if s := mustAcquire(t, l, 0); s.Acquired() || s.Remaining() != 0 {
+		t.Fatalf("status check on an exhausted limiter: %v, want refused with 0 remaining", s)
+	}
+}
+
+// testErrors: bad arguments return the sentinels and change nothing.
+func testErrors(t *testing.T, f Factory, a Algorithm) {
+	clock := NewClock()
+	l := f(t, a.Config(5, ratelimit.Queue{Limit: 10}), clock)
+	ctx := context.Background()
+	for _, c := range []struct {
+		permits int
+		want    error
+	}{{-1, ratelimit.ErrInvalidPermits}, {-1 << 62, ratelimit.ErrInvalidPermits}, {6, ratelimit.ErrExceedsLimit}, {1 << 62, ratelimit.ErrExceedsLimit}} {
+		if _, err := l.Acquire(ctx, c.permits); !errors.Is(err, c.want) {
+			t.Errorf("Acquire(%d) = %v, want %v", c.permits, err, c.want)
+		}
+		if _, err := l.Wait(ctx, c.permits); !errors.Is(err, c.want) {
+			t.Errorf("Wait(%d) = %v, want %v", c.permits, err, c.want)
+		}
+	}
+	if g := mustAcquire(t, l, 5); !g.Acquired() {
+		t.Fatalf("Acquire(5) after rejected calls: %v, want granted (the errors must change no state)", g)
+	}
+}
+
+// testBound: under random traffic the grants respect the algorithm's bound,
+// and a concurrency limiter never has more than its limit held.
+func testBound(t *testing.T, f Factory, a Algorithm) {
+	rng := rand.New(rand.NewSource(2))
+	for trial := 0; trial < 20; trial++ {
+		limit := int64(1 + rng.Intn(20))
+		clock := NewClock()
+		l := f(t, a.Config(int(limit), ratelimit.Queue{}), clock)
+		var grants []Grant
+		type hold struct {
+			lease   ratelimit.Lease
+			permits int64
+		}
+		var held []hold
+		var inUse, granted int64
+		for i := 0; i < 300; i++ {
+			clock.Advance(time.Duration(rng.Int63n(int64(100 * ms))))
+			if !a.Rate && len(held) > 0 && rng.Intn(2) == 0 {
+				k := rng.Intn(len(held))
+				held[k].lease.Release()
+				inUse -= held[k].permits
+				held = append(held[:k], held[k+1:]...)
+			}
+			p := 1 + rng.Int63n(limit)
+			lease := mustAcquire(t, l, int(p))
+			if !lease.Acquired() {
+				continue
+			}
+			granted += p
+			grants = append(grants, Grant{At: clock.Now(), Permits: p})
+			held = append(held, hold{lease, p})
+			if inUse += p; !a.Rate && inUse > limit {
+				t.Fatalf("trial %d: %d permits held, limit %d", trial, inUse, limit)
+			}
+		}
+		if granted == 0 {
+			t.Fatalf("trial %d: nothing granted", trial)
+		}
+		if a.Bound != nil {
+			if err := a.Bound(limit, grants); err != nil {
+				t.Fatalf("trial %d (limit %d): %v", trial, limit, err)
+			}
+		}
+	}
+}
+
+// testHammer: goroutines compete for a limiter whose clock stands still; the
+// permits granted add up to the limit exactly.
+func testHammer(t *testing.T, f Factory, a Algorithm) {
+	const limit, workers = 1000, 16
+	l := f(t, a.Config(limit, ratelimit.Queue{}), NewClock())
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			p := 1 + w%3
+			for {
+				lease, err := l.Acquire(context.Background(), p)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !lease.Acquired() {
+					if p == 1 {
+						return
+					}
+					p = 1
+					continue
+				}
+				granted.Add(int64(p))
+			}
+		}(w)
+	}
+	wg.Wait()
+	if g := granted.Load(); g != limit {
+		t.Fatalf("%d permits granted by %d goroutines, want exactly %d", g, workers, limit)
+	}
+}

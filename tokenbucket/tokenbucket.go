@@ -1,0 +1,275 @@
+// Package tokenbucket is the token bucket algorithm: a bucket of Burst tokens
+// that refills with time; a request takes one token per permit.
+//
+// Two refill modes:
+//
+//   - Continuous (Rate set): tokens flow in at Rate per second, exactly as in
+//     golang.org/x/time/rate, whose decisions this model reproduces bit for bit
+//     on the same arrival times (same float64 arithmetic). Like x/time/rate, a
+//     request is granted once its missing tokens are less than one nanosecond
+//     of refill away, so RetryAfter may be 1ns below the plain quotient.
+//     rate.Inf grants everything.
+//   - Interval (Period and PerPeriod set): PerPeriod tokens are added at every
+//     multiple of Period since the Unix epoch, as in .NET's TokenBucketRateLimiter
+//     with a replenishment period. Aligning to the epoch makes every replica and
+//     every recreated limiter agree on when tokens arrive.
+//
+// Behaviour: a full bucket admits a burst of Burst permits at once, then Rate per
+// second on average; over any interval of length d it admits at most
+// Burst + Rate×d (continuous) or Burst + PerPeriod×(refills in d) (interval).
+// It never over-admits that bound and under-admits only by refusing work that a
+// window limit would have taken during a burst.
+//
+// Wait reserves: the bucket goes into debt for the waiter, which then sleeps
+// until its tokens have arrived; a cancelled reservation refunds its tokens.
+//
+// Memory: the state is 16 bytes per key (a token count and a timestamp).
+package tokenbucket
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/check"
+)
+
+// Config configures a token bucket. Set either Rate (continuous refill) or
+// Period and PerPeriod (interval refill), and Burst.
+type Config struct {
+	// Rate is the continuous refill rate in tokens per second; rate.Inf means
+	// no limit. Must be 0 when Period is set.
+	Rate rate.Limit
+	// Burst is the bucket's capacity: the most permits granted at once. Required.
+	Burst int
+	// Period selects interval refill: PerPeriod tokens arrive at each multiple
+	// of Period since the Unix epoch.
+	Period time.Duration
+	// PerPeriod is the number of tokens added each Period.
+	PerPeriod int
+	// Queue configures Wait; the zero value disables queueing.
+	Queue ratelimit.Queue
+}
+
+const pkg = "tokenbucket"
+
+// Validate reports the first invalid field, wrapping ratelimit.ErrInvalidConfig.
+func (c Config) Validate() error {
+	if err := check.Count(pkg, "Burst", c.Burst, 1); err != nil {
+		return err
+	}
+	if c.Period != 0 || c.PerPeriod != 0 {
+		if c.Rate != 0 {
+			return fmt.Errorf("%w: %s: set Rate or Period, not both (Rate %v, Period %v)", ratelimit.ErrInvalidConfig, pkg, float64(c.Rate), c.Period)
+		}
+		if err := check.Duration(pkg, "Period", c.Period); err != nil {
+			return err
+		}
+		if err := check.Count(pkg, "PerPeriod", c.PerPeriod, 1); err != nil {
+			return err
+		}
+	} else {
+		r := float64(c.Rate)
+		if math.IsNaN(r) || r <= 0 {
+			return fmt.Errorf("%w: %s: Rate must be > 0 (or rate.Inf), got %v", ratelimit.ErrInvalidConfig, pkg, r)
+		}
+		// Filling the whole bucket must take a representable time.
+		if !math.IsInf(r, 1) && float64(c.Burst)/r*float64(time.Second) > float64(check.MaxDuration) {
+			return fmt.Errorf("%w: %s: Rate %v is too small: filling Burst %d would take more than %v", ratelimit.ErrInvalidConfig, pkg, r, c.Burst, check.MaxDuration)
+		}
+	}
+	return check.Queue(pkg, c.Queue)
+}
+
+// Capacity is Burst.
+func (c Config) Capacity() int64 { return int64(c.Burst) }
+
+// QueueOptions returns c.Queue.
+func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
+
+// State is a bucket's state: the tokens at instant Last (continuous), or the
+// tokens after the refill at Last (interval; Last is a multiple of Period).
+// Instants are nanoseconds since the Unix epoch.
+type State struct {
+	Tokens float64
+	Last   int64
+}
+
+// Model is the reference model of a validated Config: pure functions from a
+// state, an instant and a request to the next state and a decision.
+type Model struct {
+	limit     float64 // tokens per second; 0 in interval mode
+	inf       bool
+	burst     int64
+	period    int64 // interval mode when > 0
+	perPeriod int64
+}
+
+// NewModel validates c and returns its model.
+func NewModel(c Config) (Model, error) {
+	if err := c.Validate(); err != nil {
+		return Model{}, err
+	}
+	return Model{
+		limit:     float64(c.Rate),
+		inf:       c.Rate == rate.Inf,
+		burst:     int64(c.Burst),
+		period:    int64(c.Period),
+		perPeriod: int64(c.PerPeriod),
+	}, nil
+}
+
+// Initial is the state of a new limiter: a full bucket.
+func (m Model) Initial() State { return State{Tokens: float64(m.burst)} }
+
+// tokensAt is the bucket's content at now, before any request (x/time/rate's advance).
+func (m Model) tokensAt(s State, now int64) State {
+	if m.period > 0 {
+		tick := check.FloorStart(now, m.period)
+		if s.Tokens < float64(m.burst) && tick > s.Last {
+			refills := (tick - s.Last) / m.period
+			missing := m.burst - int64(s.Tokens) // s.Tokens is integral here
+			if refills >= check.CeilDiv(missing, m.perPeriod) {
+				s.Tokens = float64(m.burst)
+			} else {
+				s.Tokens += float64(refills * m.perPeriod)
+			}
+		}
+		s.Last = max(s.Last, tick)
+		return s
+	}
+	last := min(s.Last, now)
+	tokens := s.Tokens + time.Duration(now-last).Seconds()*m.limit
+	if b := float64(m.burst); tokens > b {
+		tokens = b
+	}
+	return State{Tokens: tokens, Last: now}
+}
+
+// durationFromTokens is x/time/rate's conversion of a token count to the
+// time it takes to accumulate them, saturating instead of overflowing.
+func (m Model) durationFromTokens(tokens float64) float64 {
+	return (tokens / m.limit) * float64(time.Second)
+}
+
+// dueAt is the instant a bucket left with s after a take at now has repaid
+// its debt: now when it is not in debt.
+func (m Model) dueAt(s State, now int64) int64 {
+	if s.Tokens >= 0 {
+		return now
+	}
+	if m.period > 0 {
+		return s.Last + check.CeilDiv(int64(math.Ceil(-s.Tokens)), m.perPeriod)*m.period
+	}
+	return check.AddFloat(now, m.durationFromTokens(-s.Tokens))
+}
+
+// Step decides a request for permits at now. permits == 0 is a status check:
+// granted when at least one token is available, and the state is unchanged.
+// A refusal leaves the state unchanged and carries the exact RetryAfter: the
+// same request is granted at now+RetryAfter and refused one nanosecond earlier.
+func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+	d := ratelimit.Decision{Limit: m.burst, RetryAfter: -1}
+	if m.inf {
+		d.Granted, d.Remaining = true, m.burst
+		return s, d
+	}
+	cur := m.tokensAt(s, now)
+	want := max(permits, 1)
+	after := cur
+	after.Tokens -= float64(want)
+	if m.fits(after) {
+		d.Granted = true
+		if permits > 0 {
+			s = after
+			cur = after
+		}
+	} else {
+		d.RetryAfter = time.Duration(m.earliest(s, now, want) - now)
+	}
+	d.Remaining = check.Floor(cur.Tokens)
+	d.ResetAfter = m.resetAfter(cur, now)
+	return s, d
+}
+
+// resetAfter is how long until the bucket left at cur (at now) is full again,
+// rounded up to the nanosecond; the closed form of InitialAt, for headers.
+func (m Model) resetAfter(cur State, now int64) time.Duration {
+	missing := float64(m.burst) - cur.Tokens
+	switch {
+	case missing <= 0:
+		return 0
+	case m.period > 0:
+		return time.Duration(m.InitialAt(cur) - now)
+	}
+	return time.Duration(check.AddFloat(0, math.Ceil(m.durationFromTokens(missing))))
+}
+
+// fits reports whether a bucket left with s after a take is within its means:
+// like x/time/rate, it grants when the debt would be repaid in under 1ns.
+func (m Model) fits(s State) bool {
+	return s.Tokens >= 0 || (m.period == 0 && time.Duration(m.durationFromTokens(-s.Tokens)) <= 0)
+}
+
+// earliest is the first instant at which permits can be taken from s.
+func (m Model) earliest(s State, now, permits int64) int64 {
+	ok := func(t int64) bool {
+		a := m.tokensAt(s, t)
+		a.Tokens -= float64(permits)
+		return m.fits(a)
+	}
+	cur := m.tokensAt(s, now)
+	cur.Tokens -= float64(permits)
+	if m.period > 0 {
+		return m.dueAt(cur, now) // exact in integers
+	}
+	return check.Earliest(now, check.Far, m.dueAt(cur, now), ok)
+}
+
+// Reserve takes permits at now even if that puts the bucket into debt, and
+// returns the instant the debt is repaid: when the reservation may proceed.
+// The caller bounds the debt (the memory backend by its queue limit).
+func (m Model) Reserve(s State, now, permits int64) (State, int64) {
+	if m.inf {
+		return s, now
+	}
+	s = m.tokensAt(s, now)
+	s.Tokens -= float64(permits)
+	return s, m.dueAt(s, now)
+}
+
+// Refund gives back the tokens of a cancelled reservation.
+func (m Model) Refund(s State, now, permits int64) State {
+	if m.inf {
+		return s
+	}
+	s = m.tokensAt(s, now)
+	s.Tokens = math.Min(s.Tokens+float64(permits), float64(m.burst))
+	return s
+}
+
+// Available is the number of whole tokens in the bucket at now.
+func (m Model) Available(s State, now int64) int64 {
+	if m.inf {
+		return m.burst
+	}
+	return check.Floor(m.tokensAt(s, now).Tokens)
+}
+
+// InitialAt is the instant from which s, left alone, equals the initial state
+// (a full bucket); math.MinInt64 when it already does.
+func (m Model) InitialAt(s State) int64 {
+	if m.inf || s.Tokens >= float64(m.burst) {
+		return math.MinInt64
+	}
+	if m.period > 0 {
+		missing := m.burst - int64(math.Floor(s.Tokens))
+		return s.Last + check.CeilDiv(missing, m.perPeriod)*m.period
+	}
+	full := func(t int64) bool { return m.tokensAt(s, t).Tokens >= float64(m.burst) }
+	guess := check.AddFloat(s.Last, m.durationFromTokens(float64(m.burst)-s.Tokens))
+	return check.Earliest(s.Last, check.Far, guess, full)
+}

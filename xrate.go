@@ -1,0 +1,113 @@
+package ratelimit
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// FromRate wraps an existing *rate.Limiter as a Limiter, so code written
+// against golang.org/x/time/rate can move to this interface one call site at
+// a time. Acquire is AllowN at time.Now(); Wait reserves like WaitN, but
+// refuses with a lease (ReasonDeadline, RetryAfter) instead of an error when
+// ctx's deadline comes too soon, and returns ctx.Err() when ctx ends.
+func FromRate(l *rate.Limiter) Limiter { return xrate{l} }
+
+type xrate struct{ l *rate.Limiter }
+
+func (x xrate) check(permits int) error {
+	if x.l.Limit() == rate.Inf && permits >= 0 {
+		return nil
+	}
+	return CheckPermits(permits, int64(x.l.Burst()))
+}
+
+// decision describes the bucket at now with tokens left after a decision.
+func (x xrate) decision(granted bool, tokens float64) Decision {
+	burst, r := float64(x.l.Burst()), float64(x.l.Limit())
+	d := Decision{Granted: granted, Limit: int64(burst), RetryAfter: -1, Remaining: int64(math.Max(0, math.Floor(tokens)))}
+	if r > 0 && !math.IsInf(r, 1) && tokens < burst {
+		d.ResetAfter = seconds((burst - tokens) / r)
+	}
+	return d
+}
+
+func seconds(s float64) time.Duration {
+	if ns := math.Ceil(s * float64(time.Second)); ns < float64(math.MaxInt64) {
+		return time.Duration(ns)
+	}
+	return time.Duration(math.MaxInt64)
+}
+
+func (x xrate) Acquire(_ context.Context, permits int) (Lease, error) {
+	if err := x.check(permits); err != nil {
+		return Lease{}, err
+	}
+	now := time.Now()
+	if permits > 0 && x.l.AllowN(now, permits) {
+		return NewLease(x.decision(true, x.l.TokensAt(now)), ReasonNone, nil, 0), nil
+	}
+	tokens := x.l.TokensAt(now)
+	if permits == 0 {
+		return NewLease(x.decision(tokens >= 1, tokens), ReasonLimit, nil, 0), nil
+	}
+	d := x.decision(false, tokens)
+	if r := float64(x.l.Limit()); r > 0 {
+		d.RetryAfter = seconds((float64(permits) - tokens) / r)
+	}
+	return NewLease(d, ReasonLimit, nil, 0), nil
+}
+
+func (x xrate) Wait(ctx context.Context, permits int) (Lease, error) {
+	if err := x.check(permits); err != nil {
+		return Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Lease{}, err
+	}
+	now := time.Now()
+	r := x.l.ReserveN(now, permits)
+	if !r.OK() {
+		return x.Acquire(ctx, permits)
+	}
+	delay := r.DelayFrom(now)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Sub(now) < delay {
+		r.CancelAt(now)
+		d := x.decision(false, x.l.TokensAt(now))
+		d.RetryAfter = delay
+		return NewLease(d, ReasonDeadline, nil, 0), nil
+	}
+	if err := sleep(ctx, SystemClock, delay); err != nil {
+		r.Cancel()
+		return Lease{}, err
+	}
+	return NewLease(x.decision(true, x.l.TokensAt(time.Now())), ReasonNone, nil, 0), nil
+}
+
+// SystemClock is the real clock: time.Now and time.AfterFunc.
+var SystemClock Clock = systemClock{}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+func (systemClock) AfterFunc(d time.Duration, f func()) Timer {
+	return time.AfterFunc(d, f)
+}
+
+// sleep waits d on clock, or until ctx is done.
+func sleep(ctx context.Context, clock Clock, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	t := clock.AfterFunc(d, func() { close(done) })
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	}
+}
