@@ -29,7 +29,6 @@ func (r Reason) String() string {
 // Decision is one answer of an algorithm's reference model, and the figures a
 // Lease carries. Durations are relative to the instant of the decision.
 type Decision struct {
-	Granted   bool
 	Remaining int64 // permits still available after this decision
 	Limit     int64 // the limiter's capacity
 	// RetryAfter, for a refusal, is the shortest wait after which the same
@@ -39,6 +38,7 @@ type Decision struct {
 	// ResetAfter is how long until all Limit permits are available again if
 	// nothing else happens.
 	ResetAfter time.Duration
+	Granted    bool
 }
 
 // Releaser gives back what a lease holds. Release(token) must be idempotent:
@@ -51,7 +51,7 @@ type Releaser interface {
 // of rate algorithms carry no pointer and cost no allocation.
 // The zero Lease is a refusal with no figures.
 type Lease struct {
-	d      Decision
+	d      Decision // Granted is last, so reason packs into its padding
 	reason Reason
 	rel    Releaser
 	token  uint64

@@ -72,6 +72,9 @@ func NewModel(c Config) (Model, error) {
 func (m Model) Initial() State { return State{} }
 
 func (m Model) at(s State, now int64) State {
+	if check.Within(now, s.Start, m.window) {
+		return s
+	}
 	if start := check.FloorStart(now, m.window); start > s.Start {
 		return State{Start: start}
 	}

@@ -124,7 +124,6 @@ func build[S any, M model[S]](cfg ratelimit.Config, m M, err error, o options) (
 	l.reserver, _ = any(m).(reserver[S])
 	l.releaser, _ = any(m).(releaser[S])
 	l.emptied = l.now()
-	l.handles.New = func() any { return &handle{owner: l} }
 	return l, nil
 }
 
@@ -143,7 +142,6 @@ type limiter[S any, M model[S]] struct {
 	capacity int64
 	queue    ratelimit.Queue
 	clock    ratelimit.Clock // nil: the monotonic clock
-	handles  sync.Pool       // of *handle, for releasable leases
 
 	mu      sync.Mutex
 	state   S
@@ -156,6 +154,7 @@ type limiter[S any, M model[S]] struct {
 	emptied int64 // last instant the queue became empty (or creation)
 	granted uint64
 	refused uint64
+	free    *handle // released handles, for reuse
 }
 
 // now requires nothing; under mu its readings never go backwards.
@@ -185,11 +184,51 @@ type waiter struct {
 }
 
 func (l *limiter[S, M]) Acquire(_ context.Context, permits int) (ratelimit.Lease, error) {
-	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
-		return ratelimit.Lease{}, err
+	if permits < 0 || int64(permits) > l.capacity {
+		return ratelimit.Lease{}, ratelimit.CheckPermits(permits, l.capacity)
 	}
-	p := int64(permits)
+	if lease, ok := l.fast(int64(permits), true); ok {
+		return lease, nil
+	}
 	l.mu.Lock()
+	return l.acquireSlow(int64(permits))
+}
+
+// fast decides p permits when nothing is queued, the limiter is open and
+// the clock is the monotonic one, the common case; ok is false otherwise, and
+// for refusals when refusals are not the answer (Wait).
+//
+// Like x/time/rate, it reads the time before taking the lock, which keeps
+// the critical section short under contention. Another goroutine may then
+// decide at a later instant first; every model accepts an instant slightly
+// before its state's (the token bucket clamps it as x/time/rate does, windows
+// count it in their current window), and never admits more for it.
+func (l *limiter[S, M]) fast(p int64, refusals bool) (lease ratelimit.Lease, ok bool) {
+	if l.clock != nil {
+		return lease, false
+	}
+	now := startUnix + int64(time.Since(start))
+	l.mu.Lock()
+	if l.closed || l.head != nil {
+		l.mu.Unlock()
+		return lease, false
+	}
+	var d ratelimit.Decision
+	l.state, d = l.model.Step(l.state, now, p)
+	switch {
+	case d.Granted && p > 0 && l.releaser == nil: // kept free of calls that do not inline
+		l.granted++
+		lease, ok = ratelimit.NewLease(d, ratelimit.ReasonNone, nil, 0), true
+	case d.Granted || refusals:
+		lease, ok = l.lease(d, p, ratelimit.ReasonLimit), true
+	}
+	l.mu.Unlock()
+	return lease, ok
+}
+
+// acquireSlow is Acquire on a closed limiter, a non-empty queue or a fake
+// clock. It requires l.mu and unlocks it.
+func (l *limiter[S, M]) acquireSlow(p int64) (ratelimit.Lease, error) {
 	defer l.mu.Unlock()
 	if l.closed {
 		return ratelimit.Lease{}, ratelimit.ErrClosed
@@ -211,6 +250,9 @@ func (l *limiter[S, M]) Wait(ctx context.Context, permits int) (ratelimit.Lease,
 	}
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Lease{}, err
+	}
+	if lease, ok := l.fast(int64(permits), permits == 0); ok {
+		return lease, nil
 	}
 	w, lease, err := l.enqueue(ctx, int64(permits))
 	if w == nil {
@@ -310,31 +352,45 @@ func (l *limiter[S, M]) behindQueue(now, p int64) ratelimit.Decision {
 func (l *limiter[S, M]) take(now, p int64) ratelimit.Lease {
 	var d ratelimit.Decision
 	l.state, d = l.model.Step(l.state, now, p)
-	if !d.Granted {
-		return l.refuse(d, ratelimit.ReasonLimit)
-	}
-	return l.grant(d, p)
+	return l.lease(d, p, ratelimit.ReasonLimit)
 }
 
 // grant counts a granted decision and makes its lease. Requires l.mu.
 func (l *limiter[S, M]) grant(d ratelimit.Decision, p int64) ratelimit.Lease {
-	if p == 0 {
-		return ratelimit.NewLease(d, ratelimit.ReasonNone, nil, 0)
-	}
-	l.granted++
-	if l.releaser == nil {
-		return ratelimit.NewLease(d, ratelimit.ReasonNone, nil, 0)
-	}
-	h := l.handles.Get().(*handle)
-	h.permits = p
-	return ratelimit.NewLease(d, ratelimit.ReasonNone, h, h.gen.Load())
+	return l.lease(d, p, ratelimit.ReasonNone)
 }
 
 // refuse counts a refusal and makes its lease. Requires l.mu.
 func (l *limiter[S, M]) refuse(d ratelimit.Decision, r ratelimit.Reason) ratelimit.Lease {
 	d.Granted = false
-	l.refused++
-	return ratelimit.NewLease(d, r, nil, 0)
+	return l.lease(d, 0, r)
+}
+
+// lease counts a decision on p permits (a status check, p == 0, is not
+// counted) and makes its lease; r is the reason if it is a refusal.
+// Requires l.mu.
+func (l *limiter[S, M]) lease(d ratelimit.Decision, p int64, r ratelimit.Reason) ratelimit.Lease {
+	if !d.Granted {
+		if p > 0 || r != ratelimit.ReasonLimit {
+			l.refused++
+		}
+		return ratelimit.NewLease(d, r, nil, 0)
+	}
+	if p == 0 {
+		return ratelimit.NewLease(d, r, nil, 0)
+	}
+	l.granted++
+	if l.releaser == nil {
+		return ratelimit.NewLease(d, r, nil, 0)
+	}
+	h := l.free
+	if h == nil {
+		h = &handle{owner: l}
+	} else {
+		l.free, h.next = h.next, nil
+	}
+	h.permits = p
+	return ratelimit.NewLease(d, r, h, h.gen.Load())
 }
 
 // serve grants queued waiters, in queue order, while they fit, and sets the
@@ -477,21 +533,23 @@ func (l *limiter[S, M]) Close() error {
 // giveBack returns the permits of a released lease and recycles its handle.
 func (l *limiter[S, M]) giveBack(h *handle) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	h.next, l.free = l.free, h
 	if !l.closed {
 		now := l.now()
 		l.state = l.releaser.Release(l.state, now, h.permits)
 		l.serve(now)
 	}
-	l.mu.Unlock()
-	l.handles.Put(h)
 }
 
-// handle is the Releaser of a concurrency lease. Handles are pooled; gen
-// tells the lease that owns a handle from older copies, which makes Release
-// idempotent without an allocation per lease.
+// handle is the Releaser of a concurrency lease. Released handles go on the
+// limiter's free list and are reused; gen tells the lease that owns a handle
+// from older copies, which makes Release idempotent without an allocation
+// per lease. permits and next are guarded by the owner's mu.
 type handle struct {
 	gen     atomic.Uint64
-	permits int64 // written before the lease is handed out
+	permits int64
+	next    *handle
 	owner   interface{ giveBack(*handle) }
 }
 

@@ -112,6 +112,9 @@ func (m Model) Initial() State {
 // dropped. Segmented states are changed in place.
 func (m Model) at(s State, now int64) State {
 	if m.segments == 0 {
+		if check.Within(now, s.Start, m.window) {
+			return s
+		}
 		switch start := check.FloorStart(now, m.window); {
 		case start <= s.Start:
 		case start == s.Start+m.window:
@@ -119,6 +122,9 @@ func (m Model) at(s State, now int64) State {
 		default:
 			s = State{Start: start}
 		}
+		return s
+	}
+	if check.Within(now, s.Start, m.seg) {
 		return s
 	}
 	start := check.FloorStart(now, m.seg)

@@ -102,6 +102,7 @@ type State struct {
 // state, an instant and a request to the next state and a decision.
 type Model struct {
 	limit     float64 // tokens per second; 0 in interval mode
+	perToken  float64 // nanoseconds per token, for header figures
 	inf       bool
 	burst     int64
 	period    int64 // interval mode when > 0
@@ -115,6 +116,7 @@ func NewModel(c Config) (Model, error) {
 	}
 	return Model{
 		limit:     float64(c.Rate),
+		perToken:  float64(time.Second) / float64(c.Rate),
 		inf:       c.Rate == rate.Inf,
 		burst:     int64(c.Burst),
 		period:    int64(c.Period),
@@ -128,6 +130,9 @@ func (m Model) Initial() State { return State{Tokens: float64(m.burst)} }
 // tokensAt is the bucket's content at now, before any request (x/time/rate's advance).
 func (m Model) tokensAt(s State, now int64) State {
 	if m.period > 0 {
+		if check.Within(now, s.Last, m.period) {
+			return s
+		}
 		tick := check.FloorStart(now, m.period)
 		if s.Tokens < float64(m.burst) && tick > s.Last {
 			refills := (tick - s.Last) / m.period
@@ -205,7 +210,7 @@ func (m Model) resetAfter(cur State, now int64) time.Duration {
 	case m.period > 0:
 		return time.Duration(m.InitialAt(cur) - now)
 	}
-	return time.Duration(check.AddFloat(0, math.Ceil(m.durationFromTokens(missing))))
+	return time.Duration(check.Ceil(math.Min(missing*m.perToken, float64(check.Far))))
 }
 
 // fits reports whether a bucket left with s after a take is within its means:

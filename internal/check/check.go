@@ -101,6 +101,10 @@ func CeilDiv(a, b int64) int64 {
 	return q
 }
 
+// Within reports whether t lies in the period of length p starting at start,
+// the fast path that spares FloorStart's 64-bit division on most calls.
+func Within(t, start, p int64) bool { return t >= start && t-start < p }
+
 // FloorStart returns the start of the period of length p that contains t.
 func FloorStart(t, p int64) int64 {
 	r := t % p
@@ -110,10 +114,20 @@ func FloorStart(t, p int64) int64 {
 	return t - r
 }
 
-// Floor converts a non-negative token count to whole permits.
+// Floor converts a token count to whole permits, 0 when negative. (For
+// x >= 0 truncation is the floor; math.Floor is a call on GOAMD64=v1.)
 func Floor(x float64) int64 {
 	if x <= 0 {
 		return 0
 	}
-	return int64(math.Floor(x))
+	return int64(x)
+}
+
+// Ceil returns x rounded up, for 0 <= x < 2^63, without math.Ceil's call.
+func Ceil(x float64) int64 {
+	r := int64(x)
+	if float64(r) < x {
+		r++
+	}
+	return r
 }

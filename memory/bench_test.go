@@ -1,0 +1,156 @@
+package memory_test
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/slidinglog"
+	"github.com/limitkit/ratelimit/slidingwindow"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+// Limits high enough that every benchmark decision is a grant, the common path.
+var benchConfigs = []struct {
+	name string
+	cfg  ratelimit.Config
+}{
+	{"tokenbucket", tokenbucket.Config{Rate: 1e12, Burst: 1 << 40}},
+	{"tokenbucket-interval", tokenbucket.Config{Period: time.Millisecond, PerPeriod: 1 << 40, Burst: 1 << 40}},
+	{"fixedwindow", fixedwindow.Config{Limit: 1 << 40, Window: time.Millisecond}},
+	{"slidingwindow-segmented", slidingwindow.Config{Limit: 1 << 40, Window: 10 * time.Millisecond, Segments: 10}},
+	{"slidingwindow-weighted", slidingwindow.Config{Limit: 1 << 40, Window: time.Millisecond}},
+	{"slidinglog", slidinglog.Config{Limit: 1 << 40, Window: time.Millisecond}},
+	{"concurrency", concurrency.Config{Limit: 1 << 40}},
+}
+
+// BenchmarkAcquire: one decision (and Release, a no-op but for concurrency)
+// on one goroutine, against x/time/rate's AllowN(time.Now(), 1).
+func BenchmarkAcquire(b *testing.B) {
+	ctx := context.Background()
+	b.Run("x-time-rate", func(b *testing.B) {
+		l := rate.NewLimiter(1e12, 1<<40)
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if !l.AllowN(time.Now(), 1) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	for _, c := range benchConfigs {
+		b.Run(c.name, func(b *testing.B) {
+			l, _ := memory.New(c.cfg)
+			defer l.Close()
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				lease, _ := l.Acquire(ctx, 1)
+				if !lease.Acquired() {
+					b.Fatal("refused")
+				}
+				lease.Release()
+			}
+		})
+	}
+}
+
+// BenchmarkAcquireParallel: the same under RunParallel (use -cpu=2).
+func BenchmarkAcquireParallel(b *testing.B) {
+	ctx := context.Background()
+	b.Run("x-time-rate", func(b *testing.B) {
+		l := rate.NewLimiter(1e12, 1<<40)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				l.AllowN(time.Now(), 1)
+			}
+		})
+	})
+	for _, c := range benchConfigs {
+		b.Run(c.name, func(b *testing.B) {
+			l, _ := memory.New(c.cfg)
+			defer l.Close()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					lease, _ := l.Acquire(ctx, 1)
+					lease.Release()
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkWait: Wait when permits are available, to compare with Acquire.
+func BenchmarkWait(b *testing.B) {
+	ctx := context.Background()
+	for _, c := range benchConfigs {
+		b.Run(c.name, func(b *testing.B) {
+			l, _ := memory.New(c.cfg)
+			defer l.Close()
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				lease, _ := l.Wait(ctx, 1)
+				if !lease.Acquired() {
+					b.Fatal("refused")
+				}
+				lease.Release()
+			}
+		})
+	}
+}
+
+// BenchmarkWaiters: 1,000 goroutines Wait on one token bucket limited to
+// 10,000 permits/s for 2s (b.N is ignored: run with -benchtime=1x). Reports
+// the granted rate as a ratio of the configured one, and CPU time per grant.
+func BenchmarkWaiters(b *testing.B) {
+	const goroutines, perSecond, run = 1000, 10_000, 2 * time.Second
+	l, _ := memory.New(tokenbucket.Config{Rate: perSecond, Burst: 1, Queue: ratelimit.Queue{Limit: goroutines}})
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	cpu0 := cpuTime()
+	start := time.Now()
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				lease, err := l.Wait(ctx, 1)
+				if err != nil {
+					return
+				}
+				if lease.Acquired() {
+					granted.Add(1)
+				} else if ctx.Err() != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	n := float64(granted.Load())
+	b.ReportMetric(n/elapsed.Seconds()/perSecond, "rate/configured")
+	b.ReportMetric(float64(cpuTime()-cpu0)/n, "cpu-ns/grant")
+	b.ReportMetric(math.Abs(n/elapsed.Seconds()/perSecond-1)*100, "%off")
+	runtime.GC()
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,122 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/slidinglog"
+)
+
+var bg = context.Background()
+
+func newLimiter(t *testing.T, cfg ratelimit.Config, clock *ratelimittest.Clock) memory.Limiter {
+	t.Helper()
+	return factory(t, cfg, clock).(memory.Limiter)
+}
+
+type answer struct {
+	lease ratelimit.Lease
+	err   error
+}
+
+// goWait starts Wait and returns once Stats shows queued permits in all.
+func goWait(t *testing.T, l memory.Limiter, ctx context.Context, permits int, queued int64) chan answer {
+	t.Helper()
+	ch := make(chan answer, 1)
+	go func() {
+		lease, err := l.Wait(ctx, permits)
+		ch <- answer{lease, err}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); l.Stats().Queued != queued; {
+		if time.Now().After(deadline) {
+			t.Fatalf("Wait(%d) not queued", permits)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return ch
+}
+
+func TestOneTimerPerLimiter(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, fixedwindow.Config{Limit: 5, Window: time.Second, Queue: ratelimit.Queue{Limit: 50}}, clock)
+	l.Acquire(bg, 5)
+	var waiters []chan answer
+	for i := 1; i <= 10; i++ {
+		waiters = append(waiters, goWait(t, l, bg, 1, int64(i)))
+	}
+	if n := clock.Pending(); n != 1 {
+		t.Fatalf("%d timers set for 10 waiters, want 1", n)
+	}
+	clock.Advance(time.Second) // five served at the window's start
+	clock.Advance(time.Second) // and five more
+	for i, w := range waiters {
+		if a := <-w; !a.lease.Acquired() {
+			t.Fatalf("waiter %d: %v %v", i, a.lease, a.err)
+		}
+	}
+	if n := clock.Pending(); n != 0 {
+		t.Fatalf("%d timers left with an empty queue, want 0", n)
+	}
+}
+
+// TestNoOvertaking: with OldestFirst, a free permit is not taken by a new
+// request while an older waiter needs more; with NewestFirst it is.
+func TestNoOvertaking(t *testing.T) {
+	for _, order := range []ratelimit.QueueOrder{ratelimit.OldestFirst, ratelimit.NewestFirst} {
+		clock := ratelimittest.NewClock()
+		l := newLimiter(t, slidinglog.Config{Limit: 3, Window: time.Second, Queue: ratelimit.Queue{Limit: 2, Order: order}}, clock)
+		l.Acquire(bg, 1)
+		clock.Advance(100 * time.Millisecond)
+		l.Acquire(bg, 2)
+		w := goWait(t, l, bg, 2, 2)
+		clock.Advance(900 * time.Millisecond) // the first permit is back; the waiter needs two
+		if s := l.Stats(); s.Available != 1 || s.Queued != 2 {
+			t.Fatalf("%v: %+v, want 1 available and the waiter queued", order, s)
+		}
+		lease, err := l.Acquire(bg, 1)
+		if err != nil || lease.Acquired() != (order == ratelimit.NewestFirst) {
+			t.Fatalf("%v: Acquire(1) beside a waiter = %v, %v", order, lease, err)
+		}
+		if order == ratelimit.OldestFirst {
+			// RetryAfter counts the queue ahead: 2+1 permits are back at T0+1.1s.
+			if d, ok := lease.RetryAfter(); !ok || d != 100*time.Millisecond {
+				t.Fatalf("RetryAfter behind the queue = %v, %v; want 100ms", d, ok)
+			}
+			clock.Advance(100 * time.Millisecond)
+			if a := <-w; !a.lease.Acquired() {
+				t.Fatalf("waiter: %v %v", a.lease, a.err)
+			}
+		}
+		l.Close()
+	}
+}
+
+// TestCancelledHeadLetsNextThrough: when the first waiter gives up, the ones
+// behind it that fit are served at once.
+func TestCancelledHeadLetsNextThrough(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, concurrency.Config{Limit: 3, Queue: ratelimit.Queue{Limit: 4}}, clock)
+	one, _ := l.Acquire(bg, 1)
+	l.Acquire(bg, 2)
+	ctx, cancel := context.WithCancel(bg)
+	a := goWait(t, l, ctx, 3, 3)
+	b := goWait(t, l, bg, 1, 4)
+	one.Release() // one permit back: a needs three, and b may not overtake it
+	if s := l.Stats(); s.Available != 1 || s.Queued != 4 {
+		t.Fatalf("after Release: %+v, want 1 available, both waiting", s)
+	}
+	cancel()
+	if r := <-a; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("a: %v %v, want context.Canceled", r.lease, r.err)
+	}
+	if r := <-b; !r.lease.Acquired() {
+		t.Fatalf("b: %v %v, want granted once a left the queue", r.lease, r.err)
+	}
+}
