@@ -23,7 +23,9 @@ import (
 func TestConfigValidation(t *testing.T) {
 	huge := 1 << 60
 	long := time.Duration(math.MaxInt64)
-	q := func(limit int, order ratelimit.QueueOrder) ratelimit.Queue { return ratelimit.Queue{Limit: limit, Order: order} }
+	q := func(limit int, order ratelimit.QueueOrder) ratelimit.Queue {
+		return ratelimit.Queue{Limit: limit, Order: order}
+	}
 	tb := func(r rate.Limit, burst int) tokenbucket.Config { return tokenbucket.Config{Rate: r, Burst: burst} }
 	for _, c := range []struct {
 		cfg  ratelimit.Config

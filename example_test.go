@@ -1,0 +1,67 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+// Limit work in one process with a token bucket: a burst of 3, then 1 per second.
+func Example() {
+	limiter, err := memory.New(tokenbucket.Config{Rate: 1, Burst: 3})
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+
+	ctx := context.Background()
+	for i := 1; i <= 4; i++ {
+		lease, err := limiter.Acquire(ctx, 1)
+		if err != nil {
+			panic(err)
+		}
+		if lease.Acquired() {
+			fmt.Printf("request %d: granted, %d left\n", i, lease.Remaining())
+			continue
+		}
+		retry, _ := lease.RetryAfter()
+		fmt.Printf("request %d: %v, retry in %v\n", i, lease.Reason(), retry.Round(time.Second))
+	}
+	// Output:
+	// request 1: granted, 2 left
+	// request 2: granted, 1 left
+	// request 3: granted, 0 left
+	// request 4: limit reached, retry in 1s
+}
+
+// A per-user limit and a global one, taken together or not at all.
+func ExampleChain() {
+	perUser, _ := memory.New(concurrency.Config{Limit: 2})
+	global, _ := memory.New(concurrency.Config{Limit: 3})
+	both := ratelimit.Chain(perUser, global)
+
+	ctx := context.Background()
+	a, _ := both.Acquire(ctx, 2)
+	b, _ := both.Acquire(ctx, 1) // perUser is full: global keeps its permit
+	fmt.Println(a.Acquired(), b.Acquired(), global.Stats().Available)
+	a.Release()
+	fmt.Println(perUser.Stats().Available, global.Stats().Available)
+	// Output:
+	// true false 1
+	// 2 3
+}
+
+// Code written for golang.org/x/time/rate moves to the interface unchanged.
+func ExampleFromRate() {
+	limiter := ratelimit.FromRate(rate.NewLimiter(10, 1))
+	lease, _ := limiter.Wait(context.Background(), 1)
+	fmt.Println(lease.Acquired(), lease.Limit())
+	// Output: true 1
+}

@@ -1,0 +1,36 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/memory"
+)
+
+// Wait queues a request until its window opens, up to the context deadline.
+func ExampleNew() {
+	limiter, err := memory.New(fixedwindow.Config{
+		Limit:  100,
+		Window: time.Hour,
+		Queue:  ratelimit.Queue{Limit: 10}, // up to 10 permits may wait
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	lease, _ := limiter.Wait(ctx, 100) // all of this hour's permits
+	fmt.Println(lease.Acquired())
+	lease, _ = limiter.Wait(ctx, 1) // the next window is further than the deadline
+	fmt.Println(lease.Acquired(), lease.Reason())
+	fmt.Printf("%+v\n", limiter.Stats())
+	// Output:
+	// true
+	// false deadline unreachable
+	// {Available:0 Queued:0 Granted:1 Refused:1}
+}
