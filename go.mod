@@ -3,8 +3,15 @@ module github.com/limitkit/ratelimit
 go 1.22
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/redis/go-redis/v9 v9.17.3
 	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.10.0
 )
 
-require github.com/stretchr/testify v1.12.1 // indirect
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+)

@@ -9,15 +9,16 @@ import (
 type Reason uint8
 
 const (
-	ReasonNone      Reason = iota // the lease was granted
-	ReasonLimit                   // the limit is reached
-	ReasonQueueFull               // Wait would have to queue and the queue is full (or disabled)
-	ReasonEvicted                 // a NewestFirst queue dropped this waiter to make room
-	ReasonDeadline                // the permits cannot be had before the ctx deadline
-	ReasonClosed                  // the limiter was closed while the request waited
+	ReasonNone        Reason = iota // the lease was granted
+	ReasonLimit                     // the limit is reached
+	ReasonQueueFull                 // Wait would have to queue and the queue is full (or disabled)
+	ReasonEvicted                   // a NewestFirst queue dropped this waiter to make room
+	ReasonDeadline                  // the permits cannot be had before the ctx deadline
+	ReasonClosed                    // the limiter was closed while the request waited
+	ReasonUnavailable               // the backend could not decide and the policy is to refuse
 )
 
-var reasonNames = [...]string{"none", "limit reached", "queue full", "evicted", "deadline unreachable", "closed"}
+var reasonNames = [...]string{"none", "limit reached", "queue full", "evicted", "deadline unreachable", "closed", "backend unavailable"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {

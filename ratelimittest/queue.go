@@ -21,12 +21,13 @@ type Limiter interface {
 // RunQueue runs the Wait, queue and lifecycle scenarios against limiters
 // built by f, which must implement Limiter, in the spirit of .NET's shared
 // rate limiter test contract.
-func RunQueue(t *testing.T, f Factory) {
+func RunQueue(t *testing.T, f Factory, opts ...Option) {
+	s := newSuite(f, opts)
 	for _, a := range Algorithms() {
 		a := a
 		t.Run(a.Name, func(t *testing.T) {
-			run := func(name string, fn func(t *testing.T, f Factory, a Algorithm)) {
-				t.Run(name, func(t *testing.T) { fn(t, f, a) })
+			run := func(name string, fn func(t *testing.T, s *suite, a Algorithm)) {
+				t.Run(name, func(t *testing.T) { fn(t, s, a) })
 			}
 			run("WaitGrantsAtOnce", testWaitGrantsAtOnce)
 			run("QueuesAndGrabsOldest", testGrabsOldest)
@@ -56,9 +57,9 @@ type env struct {
 	held  []ratelimit.Lease
 }
 
-func newEnv(t *testing.T, f Factory, a Algorithm, limit int, q ratelimit.Queue) *env {
+func newEnv(t *testing.T, s *suite, a Algorithm, limit int, q ratelimit.Queue) *env {
 	clock := NewClock()
-	l, ok := f(t, a.Config(limit, q), clock).(Limiter)
+	l, ok := s.f(t, a.Config(limit, q), clock).(Limiter)
 	if !ok {
 		t.Fatalf("RunQueue: the factory's limiter does not implement ratelimittest.Limiter")
 	}
@@ -198,8 +199,8 @@ func (e *env) wantRetryAfter(lease ratelimit.Lease) {
 
 var bg = context.Background()
 
-func testWaitGrantsAtOnce(t *testing.T, f Factory, a Algorithm) {
-	e := newEnv(t, f, a, 3, ratelimit.Queue{})
+func testWaitGrantsAtOnce(t *testing.T, s *suite, a Algorithm) {
+	e := newEnv(t, s, a, 3, ratelimit.Queue{})
 	lease, err := e.l.Wait(bg, 3)
 	if err != nil || !lease.Acquired() || lease.Remaining() != 0 {
 		t.Fatalf("Wait(3) on a fresh limiter: %v, %v; want granted with 0 remaining", lease, err)
@@ -211,8 +212,8 @@ func testWaitGrantsAtOnce(t *testing.T, f Factory, a Algorithm) {
 
 // queueOrder queues A(2) then B(2) on an exhausted limit of 3, frees permits
 // step by step until one is served, and reports which.
-func queueOrder(t *testing.T, f Factory, a Algorithm, order ratelimit.QueueOrder) string {
-	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 4, Order: order})
+func queueOrder(t *testing.T, s *suite, a Algorithm, order ratelimit.QueueOrder) string {
+	e := newEnv(t, s, a, 3, ratelimit.Queue{Limit: 4, Order: order})
 	e.exhaust()
 	pa := e.wait(bg, 2)
 	pb := e.wait(bg, 2)
@@ -235,24 +236,24 @@ func queueOrder(t *testing.T, f Factory, a Algorithm, order ratelimit.QueueOrder
 	return ""
 }
 
-func testGrabsOldest(t *testing.T, f Factory, a Algorithm) {
-	if first := queueOrder(t, f, a, ratelimit.OldestFirst); first != "A" {
+func testGrabsOldest(t *testing.T, s *suite, a Algorithm) {
+	if first := queueOrder(t, s, a, ratelimit.OldestFirst); first != "A" {
 		t.Fatalf("OldestFirst served %s first, want A (the oldest)", first)
 	}
 }
 
-func testGrabsNewest(t *testing.T, f Factory, a Algorithm) {
+func testGrabsNewest(t *testing.T, s *suite, a Algorithm) {
 	want := "B"
 	if a.Reserves {
 		want = "A" // reservations are served in arrival order
 	}
-	if first := queueOrder(t, f, a, ratelimit.NewestFirst); first != want {
+	if first := queueOrder(t, s, a, ratelimit.NewestFirst); first != want {
 		t.Fatalf("NewestFirst served %s first, want %s", first, want)
 	}
 }
 
-func testQueueFull(t *testing.T, f Factory, a Algorithm) {
-	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 2})
+func testQueueFull(t *testing.T, s *suite, a Algorithm) {
+	e := newEnv(t, s, a, 3, ratelimit.Queue{Limit: 2})
 	e.exhaust()
 	pa := e.wait(bg, 2)
 	e.wantQueued(2)
@@ -264,17 +265,17 @@ func testQueueFull(t *testing.T, f Factory, a Algorithm) {
 	}
 }
 
-func testNoQueue(t *testing.T, f Factory, a Algorithm) {
+func testNoQueue(t *testing.T, s *suite, a Algorithm) {
 	for _, order := range []ratelimit.QueueOrder{ratelimit.OldestFirst, ratelimit.NewestFirst} {
-		e := newEnv(t, f, a, 3, ratelimit.Queue{Order: order})
+		e := newEnv(t, s, a, 3, ratelimit.Queue{Order: order})
 		e.exhaust()
 		e.wantRetryAfter(e.wait(bg, 1).wantRefused(ratelimit.ReasonQueueFull))
 		e.wantQueued(0)
 	}
 }
 
-func testDropsOldest(t *testing.T, f Factory, a Algorithm) {
-	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 3, Order: ratelimit.NewestFirst})
+func testDropsOldest(t *testing.T, s *suite, a Algorithm) {
+	e := newEnv(t, s, a, 3, ratelimit.Queue{Limit: 3, Order: ratelimit.NewestFirst})
 	e.exhaust()
 	pa, pb, pc := e.wait(bg, 1), e.wait(bg, 1), e.wait(bg, 1)
 	e.wantQueued(3)
@@ -290,9 +291,9 @@ func testDropsOldest(t *testing.T, f Factory, a Algorithm) {
 	pd.wantGranted()
 }
 
-func testBiggerThanQueue(t *testing.T, f Factory, a Algorithm) {
+func testBiggerThanQueue(t *testing.T, s *suite, a Algorithm) {
 	for _, order := range []ratelimit.QueueOrder{ratelimit.OldestFirst, ratelimit.NewestFirst} {
-		e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 1, Order: order})
+		e := newEnv(t, s, a, 3, ratelimit.Queue{Limit: 1, Order: order})
 		e.exhaust()
 		pa := e.wait(bg, 1)
 		e.wait(bg, 2).wantRefused(ratelimit.ReasonQueueFull)
@@ -303,8 +304,8 @@ func testBiggerThanQueue(t *testing.T, f Factory, a Algorithm) {
 	}
 }
 
-func testCancelBefore(t *testing.T, f Factory, a Algorithm) {
-	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 3})
+func testCancelBefore(t *testing.T, s *suite, a Algorithm) {
+	e := newEnv(t, s, a, 3, ratelimit.Queue{Limit: 3})
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
 	if _, err := e.l.Wait(ctx, 1); !errors.Is(err, context.Canceled) {
@@ -315,8 +316,8 @@ func testCancelBefore(t *testing.T, f Factory, a Algorithm) {
 	}
 }
 
-func testCancelFrees(t *testing.T, f Factory, a Algorithm) {
-	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 2})
+func testCancelFrees(t *testing.T, s *suite, a Algorithm) {
+	e := newEnv(t, s, a, 3, ratelimit.Queue{Limit: 2})
 	e.exhaust()
 	before := e.l.Stats()
 	ctx, cancel := context.WithCancel(bg)
@@ -336,8 +337,8 @@ func testCancelFrees(t *testing.T, f Factory, a Algorithm) {
 	pb.wantGranted()
 }
 
-func testDeadline(t *testing.T, f Factory, a Algorithm) {
-	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 3})
+func testDeadline(t *testing.T, s *suite, a Algorithm) {
+	e := newEnv(t, s, a, 3, ratelimit.Queue{Limit: 3})
 	e.exhaust()
 	ctx, cancel := context.WithDeadline(bg, e.clock.Now().Add(ms))
 	defer cancel()
@@ -358,8 +359,8 @@ func testDeadline(t *testing.T, f Factory, a Algorithm) {
 	p.wantGranted()
 }
 
-func testClose(t *testing.T, f Factory, a Algorithm) {
-	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 2})
+func testClose(t *testing.T, s *suite, a Algorithm) {
+	e := newEnv(t, s, a, 3, ratelimit.Queue{Limit: 2})
 	e.exhaust()
 	pa := e.wait(bg, 1)
 	e.wantQueued(1)
@@ -381,8 +382,8 @@ func testClose(t *testing.T, f Factory, a Algorithm) {
 	}
 }
 
-func testIdle(t *testing.T, f Factory, a Algorithm) {
-	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 1})
+func testIdle(t *testing.T, s *suite, a Algorithm) {
+	e := newEnv(t, s, a, 3, ratelimit.Queue{Limit: 1})
 	e.clock.Advance(time.Second)
 	if d, ok := e.l.IdleFor(); !ok || d != time.Second {
 		t.Fatalf("fresh limiter after 1s: IdleFor = %v, %v; want 1s, true", d, ok)
@@ -417,8 +418,8 @@ func testIdle(t *testing.T, f Factory, a Algorithm) {
 	}
 }
 
-func testStats(t *testing.T, f Factory, a Algorithm) {
-	e := newEnv(t, f, a, 3, ratelimit.Queue{Limit: 5})
+func testStats(t *testing.T, s *suite, a Algorithm) {
+	e := newEnv(t, s, a, 3, ratelimit.Queue{Limit: 5})
 	e.held = append(e.held, mustAcquire(t, e.l, 2))
 	mustAcquire(t, e.l, 2)
 	mustAcquire(t, e.l, 0) // a status check is not counted
@@ -434,9 +435,9 @@ func testStats(t *testing.T, f Factory, a Algorithm) {
 	}
 }
 
-func testLarge(t *testing.T, f Factory, a Algorithm) {
+func testLarge(t *testing.T, s *suite, a Algorithm) {
 	const big = 1 << 53
-	e := newEnv(t, f, a, big, ratelimit.Queue{Limit: big})
+	e := newEnv(t, s, a, big, ratelimit.Queue{Limit: big})
 	if l := mustAcquire(t, e.l, big); !l.Acquired() || l.Remaining() != 0 || l.Limit() != big {
 		t.Fatalf("Acquire(2^53): %v, want granted", l)
 	}

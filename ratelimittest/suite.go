@@ -156,19 +156,52 @@ func alignedBound(w time.Duration) func(int64, []Grant) error {
 	}
 }
 
+// Option adjusts the suite to a backend.
+type Option func(*suite)
+
+// Tick sets the resolution of the backend's clock (1ns by default; the redis
+// backend's is 1µs): instants the suite uses are multiples of it, RetryAfter
+// is expected rounded up to it, and "one tick less" is one tick.
+func Tick(d time.Duration) Option { return func(s *suite) { s.tick = d } }
+
+type suite struct {
+	f    Factory
+	tick time.Duration
+}
+
+func newSuite(f Factory, opts []Option) *suite {
+	s := &suite{f: f, tick: time.Nanosecond}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// round rounds d (> 0) to a multiple of the tick: up, or down when down is set.
+func (s *suite) round(d time.Duration, down bool) time.Duration {
+	if r := d % s.tick; r != 0 {
+		d -= r
+		if !down {
+			d += s.tick
+		}
+	}
+	return d
+}
+
 // Run runs the Acquire scenarios against limiters built by f.
-func Run(t *testing.T, f Factory) {
-	t.Run("Sequences", func(t *testing.T) { testSequences(t, f) })
+func Run(t *testing.T, f Factory, opts ...Option) {
+	s := newSuite(f, opts)
+	t.Run("Sequences", func(t *testing.T) { testSequences(t, s) })
 	for _, a := range Algorithms() {
 		a := a
 		t.Run(a.Name, func(t *testing.T) {
 			if a.Rate { // concurrency's RetryAfter is unknown, checked in Sequences
-				t.Run("RetryAfterExact", func(t *testing.T) { testRetryAfterExact(t, f, a) })
+				t.Run("RetryAfterExact", func(t *testing.T) { testRetryAfterExact(t, s, a) })
 			}
-			t.Run("StatusCheck", func(t *testing.T) { testStatusCheck(t, f, a) })
-			t.Run("Errors", func(t *testing.T) { testErrors(t, f, a) })
-			t.Run("Bound", func(t *testing.T) { testBound(t, f, a) })
-			t.Run("Hammer", func(t *testing.T) { testHammer(t, f, a) })
+			t.Run("StatusCheck", func(t *testing.T) { testStatusCheck(t, s, a) })
+			t.Run("Errors", func(t *testing.T) { testErrors(t, s, a) })
+			t.Run("Bound", func(t *testing.T) { testBound(t, s, a) })
+			t.Run("Hammer", func(t *testing.T) { testHammer(t, s, a) })
 		})
 	}
 }
@@ -262,24 +295,27 @@ func Sequences() []Sequence {
 	}
 }
 
-func testSequences(t *testing.T, f Factory) {
+func testSequences(t *testing.T, s *suite) {
 	for _, seq := range Sequences() {
 		seq := seq
 		t.Run(seq.Name, func(t *testing.T) {
 			clock := NewClock()
-			l := f(t, seq.Config, clock)
+			l := s.f(t, seq.Config, clock)
 			leases := make([]ratelimit.Lease, len(seq.Steps))
-			for i, s := range seq.Steps {
-				clock.Advance(s.Advance)
-				if s.Release > 0 {
-					leases[s.Release-1].Release()
+			for i, st := range seq.Steps {
+				clock.Advance(st.Advance)
+				if st.Release > 0 {
+					leases[st.Release-1].Release()
 				}
-				lease, err := l.Acquire(context.Background(), s.Permits)
+				lease, err := l.Acquire(context.Background(), st.Permits)
 				if err != nil {
-					t.Fatalf("step %d: Acquire(%d): %v", i+1, s.Permits, err)
+					t.Fatalf("step %d: Acquire(%d): %v", i+1, st.Permits, err)
 				}
 				leases[i] = lease
-				CheckLease(t, fmt.Sprintf("step %d", i+1), lease, s)
+				if st.RetryAfter > 0 {
+					st.RetryAfter = s.round(st.RetryAfter, false)
+				}
+				CheckLease(t, fmt.Sprintf("step %d", i+1), lease, st)
 			}
 		})
 	}
@@ -323,16 +359,16 @@ func mustAcquire(t testing.TB, l ratelimit.Limiter, permits int) ratelimit.Lease
 
 // testRetryAfterExact: at every refusal, the same request is refused one
 // nanosecond before RetryAfter has passed and granted once it has.
-func testRetryAfterExact(t *testing.T, f Factory, a Algorithm) {
+func testRetryAfterExact(t *testing.T, s *suite, a Algorithm) {
 	rng := rand.New(rand.NewSource(1))
 	for trial := 0; trial < 20; trial++ {
 		limit := 1 + rng.Intn(10)
 		clock := NewClock()
-		clock.Advance(time.Duration(rng.Int63n(int64(time.Second))))
-		l := f(t, a.Config(limit, ratelimit.Queue{}), clock)
+		clock.Advance(s.round(time.Duration(rng.Int63n(int64(time.Second))), true))
+		l := s.f(t, a.Config(limit, ratelimit.Queue{}), clock)
 		refusals := 0
 		for i := 0; i < 100 && refusals < 10; i++ {
-			clock.Advance(time.Duration(rng.Int63n(int64(300 * ms))))
+			clock.Advance(s.round(time.Duration(rng.Int63n(int64(300*ms))), true))
 			p := 1 + rng.Intn(limit)
 			lease := mustAcquire(t, l, p)
 			if lease.Acquired() {
@@ -343,13 +379,16 @@ func testRetryAfterExact(t *testing.T, f Factory, a Algorithm) {
 			if !ok || d <= 0 {
 				t.Fatalf("trial %d: refusal of %d without a positive RetryAfter: %v", trial, p, lease)
 			}
-			clock.Advance(d - 1)
-			if early := mustAcquire(t, l, p); early.Acquired() {
-				t.Fatalf("trial %d: %d permits granted 1ns before RetryAfter %v", trial, p, d)
-			} else if d2, _ := early.RetryAfter(); d2 != 1 {
-				t.Fatalf("trial %d: 1ns before RetryAfter %v, RetryAfter = %v, want 1ns", trial, d, d2)
+			if d%s.tick != 0 {
+				t.Fatalf("trial %d: RetryAfter %v is not a multiple of the clock's tick %v", trial, d, s.tick)
 			}
-			clock.Advance(1)
+			clock.Advance(d - s.tick)
+			if early := mustAcquire(t, l, p); early.Acquired() {
+				t.Fatalf("trial %d: %d permits granted one tick before RetryAfter %v", trial, p, d)
+			} else if d2, _ := early.RetryAfter(); d2 != s.tick {
+				t.Fatalf("trial %d: one tick before RetryAfter %v, RetryAfter = %v, want %v", trial, d, d2, s.tick)
+			}
+			clock.Advance(s.tick)
 			if late := mustAcquire(t, l, p); !late.Acquired() {
 				t.Fatalf("trial %d: %d permits refused after RetryAfter %v: %v", trial, p, d, late)
 			}
@@ -361,9 +400,9 @@ func testRetryAfterExact(t *testing.T, f Factory, a Algorithm) {
 }
 
 // testStatusCheck: permits == 0 reports availability and takes nothing.
-func testStatusCheck(t *testing.T, f Factory, a Algorithm) {
+func testStatusCheck(t *testing.T, s *suite, a Algorithm) {
 	clock := NewClock()
-	l := f(t, a.Config(3, ratelimit.Queue{}), clock)
+	l := s.f(t, a.Config(3, ratelimit.Queue{}), clock)
 	for i := 0; i < 3; i++ {
 		if s := mustAcquire(t, l, 0); !s.Acquired() || s.Remaining() != 3 {
 			t.Fatalf("status check on a fresh limiter: %v, want granted with 3 remaining", s)
@@ -379,9 +418,9 @@ func testStatusCheck(t *testing.T, f Factory, a Algorithm) {
 }
 
 // testErrors: bad arguments return the sentinels and change nothing.
-func testErrors(t *testing.T, f Factory, a Algorithm) {
+func testErrors(t *testing.T, s *suite, a Algorithm) {
 	clock := NewClock()
-	l := f(t, a.Config(5, ratelimit.Queue{Limit: 10}), clock)
+	l := s.f(t, a.Config(5, ratelimit.Queue{Limit: 10}), clock)
 	ctx := context.Background()
 	for _, c := range []struct {
 		permits int
@@ -401,12 +440,12 @@ func testErrors(t *testing.T, f Factory, a Algorithm) {
 
 // testBound: under random traffic the grants respect the algorithm's bound,
 // and a concurrency limiter never has more than its limit held.
-func testBound(t *testing.T, f Factory, a Algorithm) {
+func testBound(t *testing.T, s *suite, a Algorithm) {
 	rng := rand.New(rand.NewSource(2))
 	for trial := 0; trial < 20; trial++ {
 		limit := int64(1 + rng.Intn(20))
 		clock := NewClock()
-		l := f(t, a.Config(int(limit), ratelimit.Queue{}), clock)
+		l := s.f(t, a.Config(int(limit), ratelimit.Queue{}), clock)
 		var grants []Grant
 		type hold struct {
 			lease   ratelimit.Lease
@@ -415,7 +454,7 @@ func testBound(t *testing.T, f Factory, a Algorithm) {
 		var held []hold
 		var inUse, granted int64
 		for i := 0; i < 300; i++ {
-			clock.Advance(time.Duration(rng.Int63n(int64(100 * ms))))
+			clock.Advance(s.round(time.Duration(rng.Int63n(int64(100*ms))), true))
 			if !a.Rate && len(held) > 0 && rng.Intn(2) == 0 {
 				k := rng.Intn(len(held))
 				held[k].lease.Release()
@@ -447,9 +486,9 @@ func testBound(t *testing.T, f Factory, a Algorithm) {
 
 // testHammer: goroutines compete for a limiter whose clock stands still; the
 // permits granted add up to the limit exactly.
-func testHammer(t *testing.T, f Factory, a Algorithm) {
+func testHammer(t *testing.T, s *suite, a Algorithm) {
 	const limit, workers = 1000, 16
-	l := f(t, a.Config(limit, ratelimit.Queue{}), NewClock())
+	l := s.f(t, a.Config(limit, ratelimit.Queue{}), NewClock())
 	var granted atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {

@@ -1,0 +1,219 @@
+// Package redistest starts real redis-server processes for tests, on free
+// loopback ports (never 6379), and stops exactly the processes it started.
+//
+// REDIS_ADDR (one address) and REDIS_CLUSTER_ADDRS (comma-separated) point the
+// tests at servers that already run instead. When neither a redis-server on
+// PATH nor those variables are available, tests skip with a message, unless
+// RATELIMIT_REQUIRE_REDIS=1, which turns the skip into a failure (CI sets it).
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Server is one redis-server process started by Start.
+type Server struct {
+	Addr string
+	cmd  *exec.Cmd
+	dir  string
+	args []string
+}
+
+func unavailable(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("RATELIMIT_REQUIRE_REDIS") == "1" {
+		t.Fatalf("real Redis required (RATELIMIT_REQUIRE_REDIS=1): %s", why)
+	}
+	t.Skipf("skipping real-Redis test: %s (install redis-server or set REDIS_ADDR)", why)
+}
+
+// Standalone returns the address of a standalone server: REDIS_ADDR, or a
+// server started for this test and stopped at its end.
+func Standalone(t testing.TB) string {
+	t.Helper()
+	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
+		return addr
+	}
+	return Start(t).Addr
+}
+
+// Start starts a redis-server on a free loopback port, stopped when t ends.
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		unavailable(t, "no redis-server on PATH")
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: t.TempDir()}
+		s.args = append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", s.dir,
+			"--logfile", filepath.Join(s.dir, "redis.log"),
+		}, extra...)
+		if lastErr = s.run(bin); lastErr == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("redistest: could not start redis-server: %v", lastErr)
+	return nil
+}
+
+func (s *Server) run(bin string) error {
+	s.cmd = exec.Command(bin, s.args...)
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait() }()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("redis-server exited: %v; log: %s", err, s.log())
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			go func() { <-exited }() // reap when stopped
+			s.cmd.Process.Signal(syscall.Signal(0))
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.cmd.Process.Kill()
+	return fmt.Errorf("redis-server on %s not ready after 10s", s.Addr)
+}
+
+func (s *Server) log() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	return strings.TrimSpace(string(b))
+}
+
+// Stop kills the server process (only this one) and waits for it to go.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	for i := 0; i < 200; i++ {
+		if c, err := net.DialTimeout("tcp", s.Addr, 20*time.Millisecond); err != nil {
+			return
+		} else {
+			c.Close()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Restart starts the server again on the same port, after Stop.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	bin, _ := exec.LookPath("redis-server")
+	if err := s.run(bin); err != nil {
+		t.Fatalf("redistest: restart: %v", err)
+	}
+}
+
+// Cluster returns the addresses of a 3-master Redis Cluster with every slot
+// assigned: REDIS_CLUSTER_ADDRS, or servers started for this test.
+func Cluster(t testing.TB) []string {
+	t.Helper()
+	if addrs := os.Getenv("REDIS_CLUSTER_ADDRS"); addrs != "" {
+		return strings.Split(addrs, ",")
+	}
+	var nodes []*Server
+	for i := 0; i < 3; i++ {
+		nodes = append(nodes, Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000"))
+	}
+	ctx := context.Background()
+	var addrs []string
+	for i, n := range nodes {
+		addrs = append(addrs, n.Addr)
+		c := goredis.NewClient(&goredis.Options{Addr: n.Addr})
+		lo, hi := i*16384/3, (i+1)*16384/3-1
+		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			t.Fatalf("redistest: ADDSLOTSRANGE on %s: %v", n.Addr, err)
+		}
+		if i > 0 {
+			host, port, _ := net.SplitHostPort(nodes[0].Addr)
+			if err := c.Do(ctx, "CLUSTER", "MEET", host, port).Err(); err != nil {
+				t.Fatalf("redistest: CLUSTER MEET: %v", err)
+			}
+		}
+		c.Close()
+	}
+	for _, n := range nodes {
+		waitClusterOK(t, n.Addr)
+	}
+	return addrs
+}
+
+func waitClusterOK(t testing.TB, addr string) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		info, err := c.ClusterInfo(context.Background()).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
+			return
+		}
+	}
+	t.Fatalf("redistest: cluster node %s not ok after 20s", addr)
+}
+
+// freePort asks the kernel for a free loopback port whose cluster bus port
+// (port+10000) is free too.
+func freePort() (int, error) {
+	for i := 0; i < 50; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port == 6379 || port+10000 > 65535 {
+			continue
+		}
+		if bus, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000))); err == nil {
+			bus.Close()
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port pair")
+}
+
+// UsedMemory reads used_memory from INFO memory.
+func UsedMemory(ctx context.Context, c goredis.UniversalClient) (int64, error) {
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "used_memory:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no used_memory in INFO")
+}

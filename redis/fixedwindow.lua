@@ -1,0 +1,20 @@
+-- Fixed window. KEYS[1]: "start count". ARGV: now, permits, limit, window (us).
+local key = KEYS[1]
+local now, p, limit, w = now_us(), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local start, count = floor_start(now, w), 0
+local s = redis.call('GET', key)
+if s then
+  local st, c = string.match(s, '^(%S+) (%S+)$')
+  st = tonumber(st)
+  if st >= start then start, count = st, tonumber(c) end
+end
+local wend = start + w
+local granted = count + math.max(p, 1) <= limit
+if granted and p > 0 then
+  count = count + p
+  redis.call('SET', key, int(start) .. ' ' .. int(count))
+  expire_in(wend - now, key)
+end
+local reset = 0
+if count > 0 then reset = (wend - now) * 1000 end
+return reply(granted, limit - count, granted and -1 or (wend - now) * 1000, reset)

@@ -1,0 +1,563 @@
+// Package redis runs limitkit's algorithms in Redis, so every process of a
+// fleet shares one limit. redis.New(client, key, cfg) takes the same configs
+// as memory.New and makes the same decisions: a service that scales out
+// swaps one constructor call.
+//
+// Each decision is one Lua script (EVALSHA, with EVAL when the script is not
+// cached): read, decide and write in one atomic round trip. Time comes from
+// Redis's TIME inside the script, never from the clients' clocks, so replicas
+// whose clocks disagree still agree on every decision. Every key expires when
+// its state is initial again (full bucket, empty window), so memory is
+// bounded by the active keys.
+//
+// Keys are prefix + "{" + key + "}" + suffix: all keys of one limiter share a
+// hash slot, so Redis Cluster works; any go-redis UniversalClient (single
+// node, Cluster, Ring, Sentinel) does.
+//
+// Inside this project go-redis is imported as goredis, as in these examples:
+//
+//	import goredis "github.com/redis/go-redis/v9"
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/slidinglog"
+	"github.com/limitkit/ratelimit/slidingwindow"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+var (
+	//go:embed prelude.lua
+	prelude string
+	//go:embed tokenbucket.lua
+	tokenBucketLua string
+	//go:embed fixedwindow.lua
+	fixedWindowLua string
+	//go:embed slidingwindow.lua
+	slidingWindowLua string
+	//go:embed slidinglog.lua
+	slidingLogLua string
+	//go:embed concurrency.lua
+	concurrencyLua string
+
+	tokenBucketScript   = goredis.NewScript(prelude + tokenBucketLua)
+	fixedWindowScript   = goredis.NewScript(prelude + fixedWindowLua)
+	slidingWindowScript = goredis.NewScript(prelude + slidingWindowLua)
+	slidingLogScript    = goredis.NewScript(prelude + slidingLogLua)
+	concurrencyScript   = goredis.NewScript(prelude + concurrencyLua)
+)
+
+// MaxKeyLen bounds the key given to New, in bytes.
+const MaxKeyLen = 1024
+
+// Errors of this package; test them with errors.Is.
+var (
+	// ErrInvalidKey: the key is empty or longer than MaxKeyLen. Nothing is sent.
+	ErrInvalidKey = errors.New("redis: invalid key")
+	// ErrUnavailable wraps a Redis failure under the default FailError policy.
+	ErrUnavailable = errors.New("redis: backend unavailable")
+)
+
+// FailurePolicy says what a limiter answers when Redis cannot decide
+// (network error, timeout, server down).
+type FailurePolicy uint8
+
+const (
+	FailError  FailurePolicy = iota // return an error wrapping ErrUnavailable (default)
+	FailOpen                        // grant the request
+	FailClosed                      // refuse it, with ReasonUnavailable
+)
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	prefix   string
+	clock    ratelimit.Clock
+	policy   FailurePolicy
+	fallback ratelimit.Limiter
+	timeout  time.Duration
+	leaseTTL time.Duration
+}
+
+// WithPrefix sets the key prefix; the default is "ratelimit:".
+func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// WithFailurePolicy sets what to answer when Redis fails; FailError by default.
+func WithFailurePolicy(p FailurePolicy) Option { return func(o *options) { o.policy = p } }
+
+// WithFallback answers from a local limiter (memory.New, say) while Redis fails.
+func WithFallback(l ratelimit.Limiter) Option { return func(o *options) { o.fallback = l } }
+
+// WithTimeout bounds each call to Redis; past it the failure policy applies.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithLeaseTTL sets how long a concurrency lease survives its holder's
+// silence (a crashed process): leases are renewed every TTL/3 while held.
+// The default is 30s.
+func WithLeaseTTL(d time.Duration) Option { return func(o *options) { o.leaseTTL = d } }
+
+// WithClock pins the time sent to the scripts to c.Now(), and makes Wait
+// sleep on c. For tests only: in production the time is Redis's.
+func WithClock(c ratelimit.Clock) Option { return func(o *options) { o.clock = c } }
+
+// Limiter is a ratelimit.Limiter whose state lives in Redis.
+type Limiter struct {
+	client    goredis.UniversalClient
+	keys      []string
+	script    *goredis.Script
+	args      []interface{} // the algorithm's parameters, after now and permits (and op)
+	op        bool          // the script takes an op argument
+	capacity  int64
+	queue     ratelimit.Queue
+	unlimited bool
+	reserves  bool // token bucket: Wait reserves in the script
+	release   bool // concurrency: leases hold permits
+	o         options
+
+	closed   chan struct{}
+	closeMu  sync.Mutex
+	holders  sync.Map // holder id -> *holder, for renewal
+	nHolders atomic.Int64
+	renewing atomic.Bool
+	seq      atomic.Uint64
+	id       string
+}
+
+// New returns a limiter for cfg (any algorithm package's Config) whose state
+// is kept in Redis under key. The key is refused with ErrInvalidKey when
+// empty or longer than MaxKeyLen; windows and periods must be whole
+// microseconds, Redis's clock resolution.
+func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts ...Option) (*Limiter, error) {
+	o := options{prefix: "ratelimit:", leaseTTL: 30 * time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if client == nil {
+		return nil, fmt.Errorf("%w: redis: nil client", ratelimit.ErrInvalidConfig)
+	}
+	if key == "" || len(key) > MaxKeyLen {
+		return nil, fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: redis: nil config", ratelimit.ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if o.leaseTTL < time.Millisecond {
+		return nil, fmt.Errorf("%w: redis: lease TTL must be at least 1ms, got %v", ratelimit.ErrInvalidConfig, o.leaseTTL)
+	}
+	base := o.prefix + "{" + key + "}"
+	l := &Limiter{
+		client: client, keys: []string{base}, capacity: cfg.Capacity(), queue: cfg.QueueOptions(),
+		o: o, closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36),
+	}
+	us := func(field string, d time.Duration) (int64, error) {
+		if d%time.Microsecond != 0 {
+			return 0, fmt.Errorf("%w: redis: %s %v is not a whole number of microseconds", ratelimit.ErrInvalidConfig, field, d)
+		}
+		return int64(d / time.Microsecond), nil
+	}
+	var err error
+	switch c := cfg.(type) {
+	case *tokenbucket.Config:
+		return New(client, key, *c, opts...)
+	case tokenbucket.Config:
+		var period int64
+		if period, err = us("Period", c.Period); err != nil {
+			return nil, err
+		}
+		l.script, l.op, l.reserves = tokenBucketScript, true, true
+		l.unlimited = c.Rate == rate.Inf
+		l.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'g', -1, 64), c.Burst, period, c.PerPeriod, c.Queue.Limit}
+	case *fixedwindow.Config:
+		return New(client, key, *c, opts...)
+	case fixedwindow.Config:
+		var w int64
+		if w, err = us("Window", c.Window); err != nil {
+			return nil, err
+		}
+		l.script, l.args = fixedWindowScript, []interface{}{c.Limit, w}
+	case *slidingwindow.Config:
+		return New(client, key, *c, opts...)
+	case slidingwindow.Config:
+		var w int64
+		if w, err = us("Window", c.Window); err != nil {
+			return nil, err
+		}
+		if c.Segments > 0 && w%int64(c.Segments) != 0 {
+			return nil, fmt.Errorf("%w: redis: Window %v is not a whole multiple of Segments %d microseconds", ratelimit.ErrInvalidConfig, c.Window, c.Segments)
+		}
+		l.script, l.args = slidingWindowScript, []interface{}{c.Limit, w, c.Segments}
+	case *slidinglog.Config:
+		return New(client, key, *c, opts...)
+	case slidinglog.Config:
+		var w int64
+		if w, err = us("Window", c.Window); err != nil {
+			return nil, err
+		}
+		l.script, l.args = slidingLogScript, []interface{}{c.Limit, w}
+		l.keys = append(l.keys, base+":n")
+	case *concurrency.Config:
+		return New(client, key, *c, opts...)
+	case concurrency.Config:
+		l.script, l.op, l.release = concurrencyScript, true, true
+		l.args = []interface{}{c.Limit, int64(o.leaseTTL / time.Microsecond)}
+		l.keys = append(l.keys, base+":n")
+	default:
+		return nil, fmt.Errorf("%w: redis: unsupported config type %T", ratelimit.ErrInvalidConfig, cfg)
+	}
+	return l, nil
+}
+
+// reply is what every script returns.
+type reply struct {
+	granted    bool
+	remaining  int64
+	retryAfter time.Duration
+	resetAfter time.Duration
+	extra      int64
+}
+
+// call runs the script once: ARGV is now, permits, [op], params, extra.
+func (l *Limiter) call(ctx context.Context, op string, permits int64, extra ...interface{}) (reply, error) {
+	now := ""
+	if l.o.clock != nil {
+		now = strconv.FormatInt(l.o.clock.Now().UnixMicro(), 10)
+	}
+	args := make([]interface{}, 0, 3+len(l.args)+len(extra))
+	args = append(args, now, permits)
+	if l.op {
+		args = append(args, op)
+	}
+	args = append(append(args, l.args...), extra...)
+	if l.o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.o.timeout)
+		defer cancel()
+	}
+	v, err := l.script.Run(ctx, l.client, l.keys, args...).Slice()
+	if err != nil {
+		return reply{}, err
+	}
+	return parseReply(v)
+}
+
+func parseReply(v []interface{}) (reply, error) {
+	if len(v) != 5 {
+		return reply{}, fmt.Errorf("redis: script replied %d values, want 5", len(v))
+	}
+	var n [5]int64
+	for i, x := range v {
+		switch x := x.(type) {
+		case int64:
+			n[i] = x
+		case string:
+			var err error
+			if n[i], err = strconv.ParseInt(x, 10, 64); err != nil {
+				return reply{}, fmt.Errorf("redis: script reply %d: %w", i, err)
+			}
+		default:
+			return reply{}, fmt.Errorf("redis: script reply %d has type %T", i, x)
+		}
+	}
+	return reply{granted: n[0] == 1, remaining: n[1], retryAfter: time.Duration(n[2]), resetAfter: time.Duration(n[3]), extra: n[4]}, nil
+}
+
+func (l *Limiter) decision(r reply) ratelimit.Decision {
+	return ratelimit.Decision{Granted: r.granted, Remaining: r.remaining, Limit: l.capacity, RetryAfter: r.retryAfter, ResetAfter: r.resetAfter}
+}
+
+func (l *Limiter) isClosed() bool {
+	select {
+	case <-l.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Acquire takes permits now or refuses, in one round trip.
+func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	if l.isClosed() {
+		return ratelimit.Lease{}, ratelimit.ErrClosed
+	}
+	if l.unlimited {
+		return ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: l.capacity, Limit: l.capacity}, 0, nil, 0), nil
+	}
+	p := int64(permits)
+	id := ""
+	if l.release {
+		id = l.holderID()
+	}
+	r, err := l.call(ctx, "a", p, l.tail(id)...)
+	if err != nil {
+		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Acquire(ctx, permits) })
+	}
+	return l.lease(r, p, id, ratelimit.ReasonLimit), nil
+}
+
+// tail is the script arguments after the parameters.
+func (l *Limiter) tail(id string) []interface{} {
+	switch {
+	case l.reserves:
+		return []interface{}{-1}
+	case l.release:
+		return []interface{}{id}
+	}
+	return nil
+}
+
+func (l *Limiter) lease(r reply, p int64, id string, reason ratelimit.Reason) ratelimit.Lease {
+	d := l.decision(r)
+	if d.Granted && l.release && p > 0 {
+		return ratelimit.NewLease(d, 0, l.hold(id, p), 0)
+	}
+	return ratelimit.NewLease(d, reason, nil, 0)
+}
+
+// fail applies the failure policy to a Redis error.
+func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.Limiter) (ratelimit.Lease, error)) (ratelimit.Lease, error) {
+	if ctx.Err() != nil {
+		return ratelimit.Lease{}, ctx.Err()
+	}
+	if l.o.fallback != nil {
+		return fallback(l.o.fallback)
+	}
+	switch l.o.policy {
+	case FailOpen:
+		return ratelimit.NewLease(ratelimit.Decision{Granted: true, Limit: l.capacity, RetryAfter: -1}, 0, nil, 0), nil
+	case FailClosed:
+		return ratelimit.NewLease(ratelimit.Decision{Limit: l.capacity, RetryAfter: -1}, ratelimit.ReasonUnavailable, nil, 0), nil
+	}
+	return ratelimit.Lease{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+}
+
+// Wait takes permits, waiting until ctx is done. The token bucket reserves in
+// the script and sleeps once until its turn (a cancel refunds); the window
+// algorithms sleep until RetryAfter plus a little jitter and try again;
+// concurrency polls with backoff (1ms doubling to 50ms) until a holder
+// releases. A ctx deadline that cannot be met is refused at once.
+func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	if l.reserves && !l.unlimited {
+		return l.reserve(ctx, int64(permits))
+	}
+	backoff := time.Millisecond
+	for {
+		lease, err := l.Acquire(ctx, permits)
+		if err != nil || lease.Acquired() || permits == 0 || lease.Reason() == ratelimit.ReasonUnavailable {
+			return lease, err
+		}
+		if int64(permits) > int64(l.queue.Limit) {
+			return refusedAs(lease, ratelimit.ReasonQueueFull), nil
+		}
+		d, known := lease.RetryAfter()
+		if known {
+			d += time.Duration(rand.Int63n(int64(d/10) + 1)) // spread retries of competing processes
+		} else {
+			d, backoff = backoff, min(2*backoff, 50*time.Millisecond)
+		}
+		if deadline, ok := ctx.Deadline(); ok && l.until(deadline) < d {
+			if known {
+				return refusedAs(lease, ratelimit.ReasonDeadline), nil
+			}
+			d = max(l.until(deadline), 0)
+		}
+		if lease, err := l.sleep(ctx, d, permits); err != nil || lease.Reason() == ratelimit.ReasonClosed {
+			return lease, err
+		}
+	}
+}
+
+func refusedAs(l ratelimit.Lease, r ratelimit.Reason) ratelimit.Lease {
+	d := ratelimit.Decision{Limit: l.Limit(), Remaining: l.Remaining(), ResetAfter: l.ResetAfter(), RetryAfter: -1}
+	if ra, ok := l.RetryAfter(); ok {
+		d.RetryAfter = ra
+	}
+	return ratelimit.NewLease(d, r, nil, 0)
+}
+
+// reserve is the token bucket's Wait: one round trip takes the tokens (the
+// bucket goes into debt), then one sleep until they have arrived.
+func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error) {
+	if l.isClosed() {
+		return ratelimit.Lease{}, ratelimit.ErrClosed
+	}
+	maxWait := int64(-1)
+	if deadline, ok := ctx.Deadline(); ok {
+		maxWait = max(int64(l.until(deadline)), 0)
+	}
+	r, err := l.call(ctx, "w", p, maxWait)
+	if err != nil {
+		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Wait(ctx, int(p)) })
+	}
+	switch r.extra {
+	case 0:
+		return l.lease(r, p, "", ratelimit.ReasonLimit), nil
+	case 2:
+		return l.lease(r, p, "", ratelimit.ReasonQueueFull), nil
+	case 3:
+		return l.lease(r, p, "", ratelimit.ReasonDeadline), nil
+	}
+	lease, err := l.sleep(ctx, r.retryAfter, int(p))
+	if err != nil || lease.Reason() == ratelimit.ReasonClosed {
+		// Give the reserved tokens back; the caller's ctx may be done.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		l.call(rctx, "f", p, -1)
+		cancel()
+		return lease, err
+	}
+	r.retryAfter = -1
+	return l.lease(r, p, "", ratelimit.ReasonNone), nil
+}
+
+// sleep waits d on the limiter's clock; it returns ctx.Err() when ctx ends
+// and a ReasonClosed refusal when the limiter is closed.
+func (l *Limiter) sleep(ctx context.Context, d time.Duration, permits int) (ratelimit.Lease, error) {
+	done := make(chan struct{})
+	var t ratelimit.Timer
+	if l.o.clock != nil {
+		t = l.o.clock.AfterFunc(d, func() { close(done) })
+	} else {
+		t = time.AfterFunc(d, func() { close(done) })
+	}
+	defer t.Stop()
+	select {
+	case <-done:
+		return ratelimit.Lease{}, nil
+	case <-ctx.Done():
+		return ratelimit.Lease{}, ctx.Err()
+	case <-l.closed:
+		return ratelimit.NewLease(ratelimit.Decision{Limit: l.capacity, RetryAfter: -1}, ratelimit.ReasonClosed, nil, 0), nil
+	}
+}
+
+func (l *Limiter) until(deadline time.Time) time.Duration {
+	if l.o.clock != nil {
+		return deadline.Sub(l.o.clock.Now())
+	}
+	return time.Until(deadline)
+}
+
+// Close stops lease renewal and wakes sleeping waiters with a ReasonClosed
+// refusal; later calls return ratelimit.ErrClosed. Leases still held are
+// released. It is safe to call twice. The client is not closed.
+func (l *Limiter) Close() error {
+	l.closeMu.Lock()
+	defer l.closeMu.Unlock()
+	if l.isClosed() {
+		return nil
+	}
+	close(l.closed)
+	l.holders.Range(func(_, h any) bool {
+		h.(*holder).Release(0)
+		return true
+	})
+	return nil
+}
+
+// IdleFor reports the local handle idle (its state lives in Redis) unless
+// it holds concurrency leases.
+func (l *Limiter) IdleFor() (time.Duration, bool) {
+	return 0, l.nHolders.Load() == 0
+}
+
+// Stats asks Redis for the available permits (a status check, one round
+// trip); Queued, Granted and Refused are not tracked across processes.
+func (l *Limiter) Stats() ratelimit.Stats {
+	if l.unlimited {
+		return ratelimit.Stats{Available: l.capacity}
+	}
+	r, err := l.call(context.Background(), "a", 0, l.tail("-")...)
+	if err != nil {
+		return ratelimit.Stats{}
+	}
+	return ratelimit.Stats{Available: max(r.remaining, 0)}
+}
+
+func (l *Limiter) holderID() string {
+	return l.id + "-" + strconv.FormatUint(l.seq.Add(1), 36)
+}
+
+// holder is a held concurrency lease: Release removes it from Redis.
+type holder struct {
+	l        *Limiter
+	id       string
+	permits  int64
+	released atomic.Bool
+}
+
+func (l *Limiter) hold(id string, p int64) *holder {
+	h := &holder{l: l, id: id, permits: p}
+	l.holders.Store(id, h)
+	l.nHolders.Add(1)
+	if l.renewing.CompareAndSwap(false, true) {
+		go l.renew()
+	}
+	return h
+}
+
+func (h *holder) Release(uint64) {
+	if !h.released.CompareAndSwap(false, true) {
+		return
+	}
+	h.l.holders.Delete(h.id)
+	h.l.nHolders.Add(-1)
+	ctx, cancel := context.WithTimeout(context.Background(), max(h.l.o.timeout, 5*time.Second))
+	defer cancel()
+	h.l.call(ctx, "r", h.permits, h.id) // on failure the holder expires after the lease TTL
+}
+
+// renew extends every held lease each TTL/3, until none is held or the
+// limiter is closed: one goroutine per limiter, not per lease.
+func (l *Limiter) renew() {
+	tick := time.NewTicker(l.o.leaseTTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.closed:
+			l.renewing.Store(false)
+			return
+		case <-tick.C:
+		}
+		if l.nHolders.Load() == 0 {
+			l.renewing.Store(false)
+			// A lease taken since the check above saw renewing still set.
+			if l.nHolders.Load() == 0 || !l.renewing.CompareAndSwap(false, true) {
+				return
+			}
+		}
+		l.holders.Range(func(_, v any) bool {
+			h := v.(*holder)
+			ctx, cancel := context.WithTimeout(context.Background(), l.o.leaseTTL/3)
+			l.call(ctx, "n", h.permits, h.id)
+			cancel()
+			return true
+		})
+	}
+}

@@ -1,0 +1,62 @@
+package redis_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/redistest"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/redis"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var keySeq atomic.Int64
+
+// factory builds limiters on client, each under a fresh key, with the time
+// pinned to the suite's clock.
+func factory(client goredis.UniversalClient) ratelimittest.Factory {
+	return func(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock) ratelimit.Limiter {
+		l, err := redis.New(client, fmt.Sprintf("conformance-%d", keySeq.Add(1)), cfg, redis.WithClock(clock))
+		if err != nil {
+			t.Fatalf("redis.New(%#v): %v", cfg, err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+}
+
+func miniClient(t testing.TB) (*miniredis.Miniredis, *goredis.Client) {
+	m := miniredis.RunT(t)
+	c := goredis.NewClient(&goredis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	return m, c
+}
+
+func realClient(t testing.TB) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: redistest.Standalone(t)})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func clusterClient(t testing.TB) *goredis.ClusterClient {
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: redistest.Cluster(t)})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestConformanceMiniredis(t *testing.T) {
+	_, c := miniClient(t)
+	ratelimittest.Run(t, factory(c), ratelimittest.Tick(time.Microsecond))
+}
+
+func TestConformanceRedis(t *testing.T) { ratelimittest.Run(t, factory(realClient(t)), ratelimittest.Tick(time.Microsecond)) }
+
+func TestConformanceCluster(t *testing.T) { ratelimittest.Run(t, factory(clusterClient(t)), ratelimittest.Tick(time.Microsecond)) }

@@ -1,0 +1,116 @@
+-- Token bucket. KEYS[1]: "tokens last". ARGV: now, permits, op, rate (tokens/s;
+-- 0 for interval refill), burst, period (us), per period, queue limit,
+-- max wait (ns; -1 for none). op: 'a' acquire, 'w' wait (acquire, else
+-- reserve), 'f' refund. The arithmetic repeats tokenbucket.Model's float64
+-- operations in the same order, so decisions are the same bit for bit.
+local key = KEYS[1]
+local now, p, op = now_us(), tonumber(ARGV[2]), ARGV[3]
+local rate, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
+local period, per = tonumber(ARGV[6]), tonumber(ARGV[7])
+local qlimit, maxwait = tonumber(ARGV[8]), tonumber(ARGV[9])
+local FAR = 4611686018427387903 -- check.Far, in ns
+
+local tokens, last = burst, 0
+local s = redis.call('GET', key)
+if s then
+  local a, b = string.match(s, '^(%S+) (%S+)$')
+  tokens, last = tonumber(a), tonumber(b)
+end
+
+-- time.Duration(ns).Seconds()
+local function seconds(ns)
+  local sec = math.floor(ns / 1e9)
+  if sec * 1e9 > ns then sec = sec - 1 elseif (sec + 1) * 1e9 <= ns then sec = sec + 1 end
+  return sec + (ns - sec * 1e9) / 1e9
+end
+
+-- The bucket at now (us) plus off (ns): tokens, and the new last (us).
+local function at(off)
+  if period > 0 then
+    if now >= last and now - last < period then return tokens, last end
+    local tick = floor_start(now, period)
+    local t = tokens
+    if t < burst and tick > last then
+      local refills = (tick - last) / period
+      if refills >= ceil_div(burst - t, per) then t = burst else t = t + refills * per end
+    end
+    return t, math.max(last, tick)
+  end
+  local l = math.min(last, now)
+  local t = tokens + seconds((now - l) * 1000 + off) * rate
+  if t > burst then t = burst end
+  return t, now
+end
+
+local function fits(t)
+  return t >= 0 or (period == 0 and ((-t) / rate) * 1e9 < 1)
+end
+
+-- ns from now until a bucket left with t tokens (at tick l) is out of debt.
+local function due(t, l)
+  if t >= 0 then return 0 end
+  if period > 0 then return (l + ceil_div(math.ceil(-t), per) * period - now) * 1000 end
+  local d = ((-t) / rate) * 1e9
+  if d >= FAR then return FAR end
+  return math.floor(d)
+end
+
+local function reset_after(t, l)
+  local missing = burst - t
+  if missing <= 0 then return 0 end
+  if period > 0 then return (l + ceil_div(burst - math.floor(t), per) * period - now) * 1000 end
+  local x = math.min(missing * (1e9 / rate), FAR)
+  local r = math.floor(x)
+  if r < x then r = r + 1 end
+  return r
+end
+
+local function save(t, l)
+  redis.call('SET', key, flt(t) .. ' ' .. int(l))
+  local r = reset_after(t, l)
+  expire_in(ceil_div(r, 1000), key)
+end
+
+local cur, l = at(0)
+
+if op == 'f' then -- refund a cancelled reservation
+  save(math.min(cur + p, burst), l)
+  return reply(true, math.max(0, math.floor(math.min(cur + p, burst))), -1, 0)
+end
+
+local want = math.max(p, 1)
+local after = cur - want
+if fits(after) then
+  if p > 0 then cur = after; save(cur, l) end
+  local rem = 0
+  if cur > 0 then rem = math.floor(cur) end
+  return reply(true, rem, -1, reset_after(cur, l))
+end
+
+local rem = 0
+if cur > 0 then rem = math.floor(cur) end
+
+if op == 'w' and p > 0 then
+  -- Reserve: the bucket goes into debt, bounded by the queue limit.
+  local wait = due(after, l)
+  if p > qlimit or -after > qlimit then
+    return reply(false, rem, wait, reset_after(cur, l), 2)
+  end
+  if maxwait >= 0 and wait > maxwait then
+    return reply(false, rem, wait, reset_after(cur, l), 3)
+  end
+  save(after, l)
+  return reply(true, 0, wait, reset_after(after, l), 1)
+end
+
+-- Refusal: the exact wait, found on the same predicate as the Go model.
+local retry
+if period > 0 then
+  retry = due(after, l)
+else
+  retry = earliest(0, FAR - now * 1000, due(after, l), function(off)
+    local t = at(off)
+    return fits(t - want)
+  end)
+end
+return reply(false, rem, retry, reset_after(cur, l))
