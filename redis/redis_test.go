@@ -57,6 +57,10 @@ func TestConformanceMiniredis(t *testing.T) {
 	ratelimittest.Run(t, factory(c), ratelimittest.Tick(time.Microsecond))
 }
 
-func TestConformanceRedis(t *testing.T) { ratelimittest.Run(t, factory(realClient(t)), ratelimittest.Tick(time.Microsecond)) }
+func TestConformanceRedis(t *testing.T) {
+	ratelimittest.Run(t, factory(realClient(t)), ratelimittest.Tick(time.Microsecond))
+}
 
-func TestConformanceCluster(t *testing.T) { ratelimittest.Run(t, factory(clusterClient(t)), ratelimittest.Tick(time.Microsecond)) }
+func TestConformanceCluster(t *testing.T) {
+	ratelimittest.Run(t, factory(clusterClient(t)), ratelimittest.Tick(time.Microsecond))
+}
