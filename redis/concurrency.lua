@@ -3,7 +3,7 @@
 -- op ('a' acquire, 'r' release, 'n' renew), limit, lease TTL (us), holder id.
 -- A holder that stops renewing (a crashed process) loses its permits at expiry.
 local set, cnt = KEYS[1], KEYS[2]
-local now, p, op = now_us(), tonumber(ARGV[2]), ARGV[3]
+local now, p, op = NOW, tonumber(ARGV[2]), ARGV[3]
 local limit, ttl, member = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] .. ' ' .. ARGV[2]
 local held = tonumber(redis.call('GET', cnt) or '0')
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', set, '-inf', now)) do

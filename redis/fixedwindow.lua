@@ -1,6 +1,6 @@
 -- Fixed window. KEYS[1]: "start count". ARGV: now, permits, limit, window (us).
 local key = KEYS[1]
-local now, p, limit, w = now_us(), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now, p, limit, w = NOW, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local start, count = floor_start(now, w), 0
 local s = redis.call('GET', key)
 if s then

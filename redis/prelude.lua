@@ -26,11 +26,14 @@ local function ceil_div(a, b)
   return q
 end
 
--- Sets the keys' TTL to the time until the state is initial again (us).
+local NOW = now_us()
+
+-- Makes the keys expire when the state is initial again, us after NOW. The
+-- expiry is an absolute instant on the script's clock, so it also holds
+-- when tests pin the time (with Redis's TIME it is the same as PEXPIRE).
 local function expire_in(us, ...)
-  local ms = ceil_div(math.max(us, 0), 1000)
   for _, k in ipairs({...}) do
-    if ms > 0 then redis.call('PEXPIRE', k, ms) else redis.call('DEL', k) end
+    if us > 0 then redis.call('PEXPIREAT', k, ceil_div(NOW + us, 1000)) else redis.call('DEL', k) end
   end
 end
 

@@ -10,9 +10,11 @@
 // its state is initial again (full bucket, empty window), so memory is
 // bounded by the active keys.
 //
-// Keys are prefix + "{" + key + "}" + suffix: all keys of one limiter share a
-// hash slot, so Redis Cluster works; any go-redis UniversalClient (single
-// node, Cluster, Ring, Sentinel) does.
+// Keys are prefix + "{" + key + "}" + suffix, the suffix naming the
+// algorithm (":tb", ":fw", ":sg", ":sw", ":sl", ":cc", and ":n" for a second key),
+// so limiters of different algorithms on one key never read each other's
+// state. All keys of one limiter share a hash slot, so Redis Cluster works;
+// any go-redis UniversalClient (single node, Cluster, Ring, Sentinel) does.
 //
 // Inside this project go-redis is imported as goredis, as in these examples:
 //
@@ -165,7 +167,7 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 	}
 	base := o.prefix + "{" + key + "}"
 	l := &Limiter{
-		client: client, keys: []string{base}, capacity: cfg.Capacity(), queue: cfg.QueueOptions(),
+		client: client, capacity: cfg.Capacity(), queue: cfg.QueueOptions(),
 		o: o, closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36),
 	}
 	us := func(field string, d time.Duration) (int64, error) {
@@ -183,7 +185,7 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		if period, err = us("Period", c.Period); err != nil {
 			return nil, err
 		}
-		l.script, l.op, l.reserves = tokenBucketScript, true, true
+		l.script, l.op, l.reserves, l.keys = tokenBucketScript, true, true, []string{base + ":tb"}
 		l.unlimited = c.Rate == rate.Inf
 		l.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'g', -1, 64), c.Burst, period, c.PerPeriod, c.Queue.Limit}
 	case *fixedwindow.Config:
@@ -193,7 +195,7 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		if w, err = us("Window", c.Window); err != nil {
 			return nil, err
 		}
-		l.script, l.args = fixedWindowScript, []interface{}{c.Limit, w}
+		l.script, l.args, l.keys = fixedWindowScript, []interface{}{c.Limit, w}, []string{base + ":fw"}
 	case *slidingwindow.Config:
 		return New(client, key, *c, opts...)
 	case slidingwindow.Config:
@@ -204,7 +206,10 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		if c.Segments > 0 && w%int64(c.Segments) != 0 {
 			return nil, fmt.Errorf("%w: redis: Window %v is not a whole multiple of Segments %d microseconds", ratelimit.ErrInvalidConfig, c.Window, c.Segments)
 		}
-		l.script, l.args = slidingWindowScript, []interface{}{c.Limit, w, c.Segments}
+		l.script, l.args, l.keys = slidingWindowScript, []interface{}{c.Limit, w, c.Segments}, []string{base + ":sw"}
+		if c.Segments > 0 {
+			l.keys[0] = base + ":sg"
+		}
 	case *slidinglog.Config:
 		return New(client, key, *c, opts...)
 	case slidinglog.Config:
@@ -212,14 +217,13 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		if w, err = us("Window", c.Window); err != nil {
 			return nil, err
 		}
-		l.script, l.args = slidingLogScript, []interface{}{c.Limit, w}
-		l.keys = append(l.keys, base+":n")
+		l.script, l.args, l.keys = slidingLogScript, []interface{}{c.Limit, w}, []string{base + ":sl", base + ":sl:n"}
 	case *concurrency.Config:
 		return New(client, key, *c, opts...)
 	case concurrency.Config:
 		l.script, l.op, l.release = concurrencyScript, true, true
 		l.args = []interface{}{c.Limit, int64(o.leaseTTL / time.Microsecond)}
-		l.keys = append(l.keys, base+":n")
+		l.keys = []string{base + ":cc", base + ":cc:n"}
 	default:
 		return nil, fmt.Errorf("%w: redis: unsupported config type %T", ratelimit.ErrInvalidConfig, cfg)
 	}

@@ -1,7 +1,7 @@
 -- Sliding log. KEYS[1]: list of "instant permits", oldest first; KEYS[2]:
 -- their total. ARGV: now, permits, limit, window (us).
 local log, tot = KEYS[1], KEYS[2]
-local now, p, limit, w = now_us(), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now, p, limit, w = NOW, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local function entry(e)
   local a, b = string.match(e, '^(%S+) (%S+)$')
   return tonumber(a), tonumber(b)

@@ -3,7 +3,7 @@
 -- t = total, c<i> = count of ring slot i. Weighted (segments == 0): KEYS[1]
 -- is "start total prev". Same arithmetic as slidingwindow.Model.
 local key = KEYS[1]
-local now, p, limit = now_us(), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now, p, limit = NOW, tonumber(ARGV[2]), tonumber(ARGV[3])
 local w, n = tonumber(ARGV[4]), tonumber(ARGV[5])
 local want = math.max(p, 1)
 

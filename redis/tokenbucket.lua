@@ -4,7 +4,7 @@
 -- reserve), 'f' refund. The arithmetic repeats tokenbucket.Model's float64
 -- operations in the same order, so decisions are the same bit for bit.
 local key = KEYS[1]
-local now, p, op = now_us(), tonumber(ARGV[2]), ARGV[3]
+local now, p, op = NOW, tonumber(ARGV[2]), ARGV[3]
 local rate, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
 local period, per = tonumber(ARGV[6]), tonumber(ARGV[7])
 local qlimit, maxwait = tonumber(ARGV[8]), tonumber(ARGV[9])

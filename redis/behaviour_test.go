@@ -1,0 +1,331 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/redis"
+	"github.com/limitkit/ratelimit/slidinglog"
+	"github.com/limitkit/ratelimit/slidingwindow"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+var bg = context.Background()
+
+// counter is a go-redis hook counting the commands sent.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *counter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *counter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+func mustNew(t *testing.T, c goredis.UniversalClient, key string, cfg ratelimit.Config, opts ...redis.Option) *redis.Limiter {
+	t.Helper()
+	l, err := redis.New(c, key, cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestKeysAreValidatedBeforeAnyCall(t *testing.T) {
+	_, c := miniClient(t)
+	var n counter
+	c.AddHook(&n)
+	cfg := fixedwindow.Config{Limit: 1, Window: time.Second}
+	for _, key := range []string{"", strings.Repeat("k", redis.MaxKeyLen+1)} {
+		if _, err := redis.New(c, key, cfg); !errors.Is(err, redis.ErrInvalidKey) {
+			t.Errorf("key of %d bytes: %v, want ErrInvalidKey", len(key), err)
+		}
+	}
+	if _, err := redis.New(c, "k", fixedwindow.Config{Limit: 1, Window: time.Second + time.Nanosecond}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("window of 1s+1ns: %v, want ErrInvalidConfig (not whole microseconds)", err)
+	}
+	if _, err := redis.New(c, "k", fixedwindow.Config{Limit: 0, Window: time.Second}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("limit 0: %v, want ErrInvalidConfig", err)
+	}
+	l := mustNew(t, c, strings.Repeat("k", redis.MaxKeyLen), cfg)
+	if _, err := l.Acquire(bg, 2); !errors.Is(err, ratelimit.ErrExceedsLimit) {
+		t.Errorf("Acquire(2): %v", err)
+	}
+	if _, err := l.Acquire(bg, -1); !errors.Is(err, ratelimit.ErrInvalidPermits) {
+		t.Errorf("Acquire(-1): %v", err)
+	}
+	if got := n.n.Load(); got != 0 {
+		t.Fatalf("%d commands sent for invalid keys, configs and permits, want 0", got)
+	}
+}
+
+// TestKeysExpireWhenInitial: every key's TTL is the time until its state is
+// initial again, and keys share one hash slot.
+func TestKeysExpireWhenInitial(t *testing.T) {
+	m, c := miniClient(t)
+	clock := ratelimittest.NewClock()
+	clock.Advance(40 * time.Second) // to a whole minute: windows start now
+	m.SetTime(clock.Now())          // Redis's clock, which expires keys, reads the same
+	for _, tc := range []struct {
+		cfg  ratelimit.Config
+		keys []string
+		ttl  time.Duration
+	}{
+		{fixedwindow.Config{Limit: 5, Window: time.Minute}, []string{"ratelimit:{fw}:fw"}, time.Minute},
+		{tokenbucket.Config{Rate: 1, Burst: 10}, []string{"ratelimit:{tb}:tb"}, 3 * time.Second},
+		{slidingwindow.Config{Limit: 5, Window: time.Minute, Segments: 6}, []string{"ratelimit:{sws}:sg"}, time.Minute},
+		{slidingwindow.Config{Limit: 5, Window: time.Minute}, []string{"ratelimit:{sww}:sw"}, 2 * time.Minute},
+		{slidinglog.Config{Limit: 5, Window: time.Minute}, []string{"ratelimit:{sl}:sl", "ratelimit:{sl}:sl:n"}, time.Minute},
+		{concurrency.Config{Limit: 5}, []string{"ratelimit:{cc}:cc", "ratelimit:{cc}:cc:n"}, 30 * time.Second},
+	} {
+		key, _, _ := strings.Cut(strings.TrimPrefix(tc.keys[0], "ratelimit:{"), "}")
+		l := mustNew(t, c, key, tc.cfg, redis.WithClock(clock))
+		lease, err := l.Acquire(bg, 3)
+		if err != nil || !lease.Acquired() {
+			t.Fatalf("%s: %v %v", key, lease, err)
+		}
+		for _, k := range tc.keys {
+			if !m.Exists(k) {
+				t.Fatalf("%s: key %q missing; keys: %v", key, k, m.Keys())
+			}
+			if ttl := m.TTL(k); ttl != tc.ttl {
+				t.Errorf("%s: TTL of %q = %v, want %v", key, k, ttl, tc.ttl)
+			}
+		}
+		lease.Release()
+	}
+	// Once the state is initial the keys are gone: nothing is kept for idle keys.
+	m.FastForward(2 * time.Minute)
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Fatalf("keys left after every state became initial: %v", keys)
+	}
+	// A concurrency release deletes the keys at once.
+	l := mustNew(t, c, "cc2", concurrency.Config{Limit: 1})
+	lease, _ := l.Acquire(bg, 1)
+	lease.Release()
+	lease.Release()
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Fatalf("keys left after the only lease was released: %v", keys)
+	}
+}
+
+func TestOneRoundTripPerDecision(t *testing.T) {
+	c := realClient(t)
+	var n counter
+	c.AddHook(&n)
+	for _, cfg := range []ratelimit.Config{
+		tokenbucket.Config{Rate: 1000, Burst: 10}, fixedwindow.Config{Limit: 10, Window: time.Second},
+		slidingwindow.Config{Limit: 10, Window: time.Second, Segments: 10}, slidingwindow.Config{Limit: 10, Window: time.Second},
+		slidinglog.Config{Limit: 10, Window: time.Second}, concurrency.Config{Limit: 1000},
+	} {
+		l := mustNew(t, c, "rt", cfg)
+		l.Acquire(bg, 1) // loads the script: EVALSHA, then EVAL
+		before := n.n.Load()
+		for i := 0; i < 50; i++ {
+			if _, err := l.Acquire(bg, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := n.n.Load() - before; got != 50 {
+			t.Errorf("%T: %d commands for 50 Acquire calls, want 50", cfg, got)
+		}
+	}
+}
+
+// TestOnlyRedisTimeCounts: the client's clock is never used. Redis (here
+// miniredis) runs half an hour into an hour-long window while this process
+// reads a different time: RetryAfter follows Redis's time.
+func TestOnlyRedisTimeCounts(t *testing.T) {
+	m, c := miniClient(t)
+	redisNow := time.Now().Add(-time.Hour).Truncate(time.Hour).Add(30 * time.Minute) // an hour off, mid-window
+	m.SetTime(redisNow)
+	l := mustNew(t, c, "skew", fixedwindow.Config{Limit: 1, Window: time.Hour})
+	l.Acquire(bg, 1)
+	lease, err := l.Acquire(bg, 1)
+	if d, ok := lease.RetryAfter(); err != nil || !ok || d != 30*time.Minute {
+		t.Fatalf("RetryAfter = %v, %v, %v; want 30m from Redis's clock", d, ok, err)
+	}
+}
+
+func TestWaitTokenBucketReservesAcrossProcesses(t *testing.T) {
+	_, c1 := miniClient(t)
+	c2 := goredis.NewClient(&goredis.Options{Addr: c1.Options().Addr}) // a second process's pool
+	defer c2.Close()
+	clock := ratelimittest.NewClock()
+	cfg := tokenbucket.Config{Rate: 10, Burst: 2, Queue: ratelimit.Queue{Limit: 4}}
+	a := mustNew(t, c1, "tbw", cfg, redis.WithClock(clock))
+	b := mustNew(t, c2, "tbw", cfg, redis.WithClock(clock))
+	a.Acquire(bg, 2)
+	type res struct {
+		name string
+		l    ratelimit.Lease
+		err  error
+	}
+	order := make(chan res, 2)
+	wait := func(name string, l *redis.Limiter, pending int) {
+		go func() {
+			lease, err := l.Wait(bg, 2)
+			order <- res{name, lease, err}
+		}()
+		for clock.Pending() < pending {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	wait("a", a, 1) // reserves 2 tokens: due in 200ms
+	wait("b", b, 2) // reserves 2 more: due in 400ms
+	if lease, _ := a.Wait(bg, 1); lease.Acquired() || lease.Reason() != ratelimit.ReasonQueueFull {
+		t.Fatalf("a fifth reserved token: %v, want ReasonQueueFull (debt beyond Queue.Limit)", lease)
+	}
+	clock.Advance(200 * time.Millisecond)
+	if r := <-order; r.name != "a" || !r.l.Acquired() {
+		t.Fatalf("first served: %s %v %v, want a granted", r.name, r.l, r.err)
+	}
+	clock.Advance(200 * time.Millisecond)
+	if r := <-order; r.name != "b" || !r.l.Acquired() {
+		t.Fatalf("second served: %s %v %v, want b granted", r.name, r.l, r.err)
+	}
+	// A deadline before the tokens arrive is refused at once, changing nothing.
+	ctx, cancel := context.WithDeadline(bg, clock.Now().Add(time.Millisecond))
+	defer cancel()
+	lease, err := a.Wait(ctx, 2)
+	if d, _ := lease.RetryAfter(); err != nil || lease.Reason() != ratelimit.ReasonDeadline || d != 200*time.Millisecond {
+		t.Fatalf("Wait with 1ms left: %v (retry %v) %v; want ReasonDeadline, retry 200ms", lease, d, err)
+	}
+	// A cancelled reservation refunds its tokens.
+	ctx2, cancel2 := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { _, err := a.Wait(ctx2, 2); done <- err }()
+	for clock.Pending() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	cancel2()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Wait: %v", err)
+	}
+	clock.Advance(200 * time.Millisecond)
+	if lease, _ := a.Acquire(bg, 2); !lease.Acquired() {
+		t.Fatalf("after the refund and 200ms, Acquire(2) = %v, want granted", lease)
+	}
+}
+
+func TestWaitWindowSleepsAndRetries(t *testing.T) {
+	_, c := miniClient(t)
+	clock := ratelimittest.NewClock()
+	l := mustNew(t, c, "fww", fixedwindow.Config{Limit: 1, Window: time.Second, Queue: ratelimit.Queue{Limit: 1}}, redis.WithClock(clock))
+	l.Acquire(bg, 1)
+	done := make(chan ratelimit.Lease, 1)
+	go func() { lease, _ := l.Wait(bg, 1); done <- lease }()
+	for clock.Pending() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	clock.Advance(1100 * time.Millisecond) // RetryAfter plus at most 10% jitter
+	if lease := <-done; !lease.Acquired() {
+		t.Fatalf("Wait after the window: %v", lease)
+	}
+	// Without a queue Wait refuses at once.
+	noq := mustNew(t, c, "fwq", fixedwindow.Config{Limit: 1, Window: time.Second}, redis.WithClock(clock))
+	noq.Acquire(bg, 1)
+	if lease, _ := noq.Wait(bg, 1); lease.Reason() != ratelimit.ReasonQueueFull {
+		t.Fatalf("Wait with no queue: %v, want ReasonQueueFull", lease)
+	}
+	// Close wakes a sleeping waiter.
+	go func() { lease, _ := l.Wait(bg, 1); done <- lease }()
+	for clock.Pending() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	l.Close()
+	if lease := <-done; lease.Reason() != ratelimit.ReasonClosed {
+		t.Fatalf("waiter at Close: %v, want ReasonClosed", lease)
+	}
+	if _, err := l.Acquire(bg, 1); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Fatalf("Acquire after Close: %v", err)
+	}
+}
+
+// TestConcurrencyHolderExpiry: a holder that stops renewing (a crashed
+// process) loses its permits after the lease TTL; a live one keeps them.
+func TestConcurrencyHolderExpiry(t *testing.T) {
+	c := realClient(t)
+	const ttl = 300 * time.Millisecond
+	crashed := mustNew(t, c, "cx", concurrency.Config{Limit: 2}, redis.WithLeaseTTL(ttl))
+	live := mustNew(t, c, "cx", concurrency.Config{Limit: 2}, redis.WithLeaseTTL(ttl))
+	if l, _ := crashed.Acquire(bg, 1); !l.Acquired() {
+		t.Fatal("crashed: not granted")
+	}
+	crashed.Close() // Close releases its lease; the crash is simulated below
+	held, _ := live.Acquire(bg, 1)
+	// Simulate the crash: a holder entry that nobody renews.
+	c.ZAdd(bg, "ratelimit:{cx}:cc", goredis.Z{Score: float64(time.Now().Add(ttl).UnixMicro()), Member: "dead 1"})
+	c.IncrBy(bg, "ratelimit:{cx}:cc:n", 1)
+	if l, _ := live.Acquire(bg, 1); l.Acquired() {
+		t.Fatal("granted a third permit while two are held")
+	}
+	time.Sleep(2 * ttl) // the live lease is renewed every ttl/3; the dead one expires
+	if l, _ := live.Acquire(bg, 1); !l.Acquired() {
+		t.Fatalf("the crashed holder's permit did not come back after its TTL: %v", l)
+	} else {
+		l.Release()
+	}
+	if s := live.Stats(); s.Available != 1 {
+		t.Fatalf("Stats after expiry: %+v, want 1 available (the live lease still held)", s)
+	}
+	held.Release()
+}
+
+// TestConcurrencyWaitWakesOnRelease measures how soon a waiting process sees
+// a release made by another (polling with backoff, 1ms doubling to 50ms).
+func TestConcurrencyWaitWakesOnRelease(t *testing.T) {
+	c := realClient(t)
+	cfg := concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}}
+	a := mustNew(t, c, "cw", cfg)
+	b := mustNew(t, c, "cw", cfg)
+	held, _ := a.Acquire(bg, 1)
+	got := make(chan time.Time, 1)
+	go func() {
+		lease, err := b.Wait(bg, 1)
+		if err != nil || !lease.Acquired() {
+			t.Errorf("Wait: %v %v", lease, err)
+		}
+		got <- time.Now()
+		lease.Release()
+	}()
+	time.Sleep(30 * time.Millisecond)
+	released := time.Now()
+	held.Release()
+	delay := (<-got).Sub(released)
+	t.Logf("wake-up delay after a release in another process: %v", delay)
+	if delay > time.Second {
+		t.Fatalf("waiter woke %v after the release", delay)
+	}
+}
+
+func TestScriptFlushIsInvisible(t *testing.T) {
+	c := realClient(t)
+	l := mustNew(t, c, "flush", fixedwindow.Config{Limit: 100, Window: time.Minute})
+	for i := 0; i < 10; i++ {
+		if i == 5 {
+			c.ScriptFlush(bg)
+		}
+		if lease, err := l.Acquire(bg, 1); err != nil || !lease.Acquired() {
+			t.Fatalf("Acquire %d: %v %v", i, lease, err)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/redis"
+)
+
+// parity runs the same random arrival sequences against memory and redis
+// (time pinned to the same fake clock) and requires identical leases.
+func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(7))
+	for _, a := range ratelimittest.Algorithms() {
+		a := a
+		t.Run(a.Name, func(t *testing.T) {
+			var refusals int
+			for seq := 0; seq < sequences; seq++ {
+				limit := 1 + rng.Intn(12)
+				cfg := a.Config(limit, ratelimit.Queue{})
+				clock := ratelimittest.NewClock()
+				clock.Advance(time.Duration(rng.Int63n(int64(time.Hour))).Truncate(time.Microsecond))
+				mem, err := memory.New(cfg, memory.WithClock(clock))
+				if err != nil {
+					t.Fatal(err)
+				}
+				red, err := redis.New(client, fmt.Sprintf("parity-%d", keySeq.Add(1)), cfg, redis.WithClock(clock))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var held [][2]ratelimit.Lease
+				for i := 0; i < 60; i++ {
+					var gap time.Duration
+					switch rng.Intn(3) {
+					case 0:
+						gap = time.Duration(rng.Intn(50)) * time.Microsecond
+					default:
+						gap = time.Duration(rng.Int63n(int64(400 * time.Millisecond)))
+					}
+					clock.Advance(gap.Truncate(time.Microsecond))
+					if len(held) > 0 && rng.Intn(3) == 0 {
+						k := rng.Intn(len(held))
+						held[k][0].Release()
+						held[k][1].Release()
+						held = append(held[:k], held[k+1:]...)
+					}
+					p := rng.Intn(limit + 1)
+					m, err1 := mem.Acquire(ctx, p)
+					r, err2 := red.Acquire(ctx, p)
+					if err1 != nil || err2 != nil {
+						t.Fatalf("seq %d step %d: errors %v, %v", seq, i, err1, err2)
+					}
+					md, mok := m.RetryAfter()
+					rd, rok := r.RetryAfter()
+					if mok && md%time.Microsecond != 0 {
+						md = md.Truncate(time.Microsecond) + time.Microsecond
+					}
+					if m.Acquired() != r.Acquired() || m.Remaining() != r.Remaining() ||
+						m.ResetAfter() != r.ResetAfter() || md != rd || mok != rok {
+						t.Fatalf("seq %d step %d (%#v, %d permits):\nmemory %v retry %v reset %v\nredis  %v retry %v reset %v",
+							seq, i, cfg, p, m, md, m.ResetAfter(), r, rd, r.ResetAfter())
+					}
+					if !m.Acquired() {
+						refusals++
+					} else if p > 0 {
+						held = append(held, [2]ratelimit.Lease{m, r})
+					}
+				}
+				mem.Close()
+				red.Close()
+			}
+			if refusals == 0 {
+				t.Fatal("no refusal compared")
+			}
+		})
+	}
+}
+
+func TestParityMiniredis(t *testing.T) {
+	_, c := miniClient(t)
+	parity(t, c, 100)
+}
+
+func TestParityRedis(t *testing.T) { parity(t, realClient(t), 30) }
