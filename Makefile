@@ -6,12 +6,20 @@ GO ?= go
 
 test:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) test -race -count=1 ./...
+	cd bench && $(GO) test -race -count=1 ./...
 
-# Until the bench program exists, the Go benchmarks against x/time/rate.
+# The algorithm comparison: a markdown table on stdout, bench/report.html.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./memory/
+	cd bench && $(GO) run . -out report.html
+
+# The Go benchmarks: ours against x/time/rate (memory) and against the peer
+# libraries (bench module; see bench/README.md).
+gobench:
+	$(GO) test -run '^$$' -bench . -benchmem ./memory/
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem .
 
 lint:
 	$(GO) vet ./...

@@ -38,11 +38,9 @@ func (c Config) Capacity() int64 { return int64(c.Limit) }
 // QueueOptions returns c.Queue.
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
 
-// State is the number of permits held, and the instant (ns since the Unix
-// epoch) of the last release that brought it to zero.
+// State is the number of permits held.
 type State struct {
-	Held     int64
-	Returned int64
+	Held int64
 }
 
 // Model is the reference model of a validated Config.
@@ -57,7 +55,11 @@ func NewModel(c Config) (Model, error) {
 }
 
 // Initial is the state with nothing held.
-func (m Model) Initial() State { return State{Returned: math.MinInt64} }
+func (m Model) Initial() State { return State{} }
+
+// Timeless reports that decisions do not depend on time: backends need not
+// read the clock.
+func (m Model) Timeless() bool { return true }
 
 // Step decides a request for permits; permits == 0 is a status check.
 // RetryAfter is always unknown (negative).
@@ -74,20 +76,18 @@ func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 // Release gives back permits held.
 func (m Model) Release(s State, now, permits int64) State {
 	s.Held -= permits
-	if s.Held == 0 {
-		s.Returned = now
-	}
 	return s
 }
 
 // Available is the number of permits not held.
 func (m Model) Available(s State, now int64) int64 { return m.limit - s.Held }
 
-// InitialAt is the last instant nothing was held from, or math.MaxInt64
-// while permits are held.
+// InitialAt is math.MinInt64 when nothing is held (the state is initial;
+// since when is the backend's to track) and math.MaxInt64 while permits are
+// held.
 func (m Model) InitialAt(s State) int64 {
 	if s.Held > 0 {
 		return math.MaxInt64
 	}
-	return s.Returned
+	return math.MinInt64
 }

@@ -110,6 +110,9 @@ type releaser[S any] interface {
 	Release(s S, now, permits int64) S
 }
 
+// timeless is a model whose decisions do not depend on time (concurrency).
+type timeless interface{ Timeless() bool }
+
 func build[S any, M model[S]](cfg ratelimit.Config, m M, err error, o options) (Limiter, error) {
 	if err != nil {
 		return nil, err
@@ -123,6 +126,9 @@ func build[S any, M model[S]](cfg ratelimit.Config, m M, err error, o options) (
 	}
 	l.reserver, _ = any(m).(reserver[S])
 	l.releaser, _ = any(m).(releaser[S])
+	if t, ok := any(m).(timeless); ok {
+		l.timeless = t.Timeless()
+	}
 	l.emptied = l.now()
 	return l, nil
 }
@@ -139,6 +145,7 @@ type limiter[S any, M model[S]] struct {
 	model    M
 	reserver reserver[S] // nil unless the model reserves
 	releaser releaser[S] // nil unless the model holds permits
+	timeless bool        // the model's decisions do not read the time
 	capacity int64
 	queue    ratelimit.Queue
 	clock    ratelimit.Clock // nil: the monotonic clock
@@ -151,7 +158,7 @@ type limiter[S any, M model[S]] struct {
 	timer   ratelimit.Timer
 	timerAt int64 // instant the timer is set for; 0 when not set
 	closed  bool
-	emptied int64 // last instant the queue became empty (or creation)
+	emptied int64 // last instant the queue became empty or, for releasers, nothing was held (or creation); or idleSinceUnknown
 	granted uint64
 	refused uint64
 	free    *handle // released handles, for reuse
@@ -207,7 +214,10 @@ func (l *limiter[S, M]) fast(p int64, refusals bool) (lease ratelimit.Lease, ok 
 	if l.clock != nil {
 		return lease, false
 	}
-	now := startUnix + int64(time.Since(start))
+	var now int64
+	if !l.timeless {
+		now = startUnix + int64(time.Since(start))
+	}
 	l.mu.Lock()
 	if l.closed || l.head != nil {
 		l.mu.Unlock()
@@ -498,13 +508,22 @@ func (l *limiter[S, M]) Stats() ratelimit.Stats {
 	}
 }
 
+// idleSinceUnknown marks a limiter whose permits all came back at an instant
+// not read (to keep the clock off the Release path): the first IdleFor
+// counts from its own call, a lower bound.
+const idleSinceUnknown = math.MinInt64
+
 func (l *limiter[S, M]) IdleFor() (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.head != nil {
 		return 0, false
 	}
-	at, now := max(l.model.InitialAt(l.state), l.emptied), l.now()
+	now := l.now()
+	if l.emptied == idleSinceUnknown {
+		l.emptied = now
+	}
+	at := max(l.model.InitialAt(l.state), l.emptied)
 	if at == math.MaxInt64 || now < at {
 		return 0, false
 	}
@@ -535,10 +554,19 @@ func (l *limiter[S, M]) giveBack(h *handle) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h.next, l.free = l.free, h
-	if !l.closed {
-		now := l.now()
-		l.state = l.releaser.Release(l.state, now, h.permits)
+	if l.closed {
+		return
+	}
+	var now int64
+	if !l.timeless || l.head != nil {
+		now = l.now()
+	}
+	l.state = l.releaser.Release(l.state, now, h.permits)
+	if l.head != nil {
 		l.serve(now)
+	}
+	if l.head == nil && l.model.InitialAt(l.state) == math.MinInt64 {
+		l.emptied = idleSinceUnknown // IdleFor reads the clock, not every release
 	}
 }
 

@@ -12,8 +12,7 @@ local wend = start + w
 local granted = count + math.max(p, 1) <= limit
 if granted and p > 0 then
   count = count + p
-  redis.call('SET', key, int(start) .. ' ' .. int(count))
-  expire_in(wend - now, key)
+  set_until(key, int(start) .. ' ' .. int(count), wend - now)
 end
 local reset = 0
 if count > 0 then reset = (wend - now) * 1000 end

@@ -37,6 +37,12 @@ local function expire_in(us, ...)
   end
 end
 
+-- Stores a string state that is initial again us after NOW: SET with its
+-- expiry in one command, or DEL when it is initial already.
+local function set_until(k, v, us)
+  if us > 0 then redis.call('SET', k, v, 'PXAT', ceil_div(NOW + us, 1000)) else redis.call('DEL', k) end
+end
+
 -- The smallest offset in [lo, hi] at which ok holds, for ok monotone and
 -- true at hi, starting from guess: the same answer as Go's check.Earliest.
 local function earliest(lo, hi, guess, ok)

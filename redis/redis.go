@@ -187,7 +187,7 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		}
 		l.script, l.op, l.reserves, l.keys = tokenBucketScript, true, true, []string{base + ":tb"}
 		l.unlimited = c.Rate == rate.Inf
-		l.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'g', -1, 64), c.Burst, period, c.PerPeriod, c.Queue.Limit}
+		l.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'f', -1, 64), c.Burst, period, c.PerPeriod, c.Queue.Limit}
 	case *fixedwindow.Config:
 		return New(client, key, *c, opts...)
 	case fixedwindow.Config:

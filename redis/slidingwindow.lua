@@ -90,10 +90,7 @@ end
 local granted = weight(0) + want <= limit
 local retry = -1
 if granted then
-  if p > 0 then
-    total = total + p
-    redis.call('SET', key, int(start) .. ' ' .. int(total) .. ' ' .. int(prev))
-  end
+  if p > 0 then total = total + p end
 else
   retry = earliest(0, (start + 2 * w - now) * 1000, 0, function(off)
     return weight(off) + want <= limit
@@ -101,7 +98,7 @@ else
 end
 local reset = 0
 if total > 0 then reset = start + 2 * w - now elseif prev > 0 then reset = start + w - now end
-if granted and p > 0 then expire_in(reset, key) end
+if granted and p > 0 then set_until(key, int(start) .. ' ' .. int(total) .. ' ' .. int(prev), reset) end
 local rem = limit - weight(0)
 if rem > 0 then rem = math.floor(rem) else rem = 0 end
 return reply(granted, rem, retry, math.max(reset, 0) * 1000)

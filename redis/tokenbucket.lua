@@ -66,9 +66,7 @@ local function reset_after(t, l)
 end
 
 local function save(t, l)
-  redis.call('SET', key, flt(t) .. ' ' .. int(l))
-  local r = reset_after(t, l)
-  expire_in(ceil_div(r, 1000), key)
+  set_until(key, flt(t) .. ' ' .. int(l), ceil_div(reset_after(t, l), 1000))
 end
 
 local cur, l = at(0)

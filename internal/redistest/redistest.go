@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,29 +54,41 @@ func Standalone(t testing.TB) string {
 // Start starts a redis-server on a free loopback port, stopped when t ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		unavailable(t, "no redis-server on PATH")
+	}
+	s, err := StartServer(t.TempDir(), extra...)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// StartServer starts a redis-server on a free loopback port with its files
+// in dir; the caller stops it. For programs (the bench program) as for tests.
+func StartServer(dir string, extra ...string) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		unavailable(t, "no redis-server on PATH")
+		return nil, err
 	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
 		if err != nil {
-			t.Fatalf("redistest: %v", err)
+			return nil, err
 		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: t.TempDir()}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
 		s.args = append([]string{
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", s.dir,
-			"--logfile", filepath.Join(s.dir, "redis.log"),
+			"--logfile", filepath.Join(s.dir, "redis-"+strconv.Itoa(port)+".log"),
 		}, extra...)
 		if lastErr = s.run(bin); lastErr == nil {
-			t.Cleanup(s.Stop)
-			return s
+			return s, nil
 		}
 	}
-	t.Fatalf("redistest: could not start redis-server: %v", lastErr)
-	return nil
+	return nil, fmt.Errorf("could not start redis-server: %v", lastErr)
 }
 
 func (s *Server) run(bin string) error {
@@ -95,7 +108,6 @@ func (s *Server) run(bin string) error {
 		if c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond); err == nil {
 			c.Close()
 			go func() { <-exited }() // reap when stopped
-			s.cmd.Process.Signal(syscall.Signal(0))
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -105,7 +117,7 @@ func (s *Server) run(bin string) error {
 }
 
 func (s *Server) log() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	b, _ := os.ReadFile(s.args[slices.Index(s.args, "--logfile")+1])
 	return strings.TrimSpace(string(b))
 }
 

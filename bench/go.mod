@@ -1,0 +1,24 @@
+module github.com/limitkit/ratelimit/bench
+
+go 1.22
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/limitkit/ratelimit v0.0.0
+	github.com/redis/go-redis/v9 v9.17.3
+	github.com/sethvargo/go-limiter v0.7.1
+	go.uber.org/ratelimit v0.3.1
+	golang.org/x/sync v0.10.0
+	golang.org/x/time v0.10.0
+)
+
+require (
+	github.com/benbjohnson/clock v1.3.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+)
+
+replace github.com/limitkit/ratelimit => ../

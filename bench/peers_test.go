@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-limiter/memorystore"
+	uberratelimit "go.uber.org/ratelimit"
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/time/rate"
+
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/redistest"
+	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/redis"
+	"github.com/limitkit/ratelimit/slidingwindow"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+// Peer benchmarks: each group measures limitkit and its peers in one run.
+// Compare runs with benchstat (see README.md).
+
+// BenchmarkTokenBucket: one grant on one goroutine and under RunParallel.
+func BenchmarkTokenBucket(b *testing.B) {
+	ctx := context.Background()
+	ours, _ := memory.New(tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})
+	defer ours.Close()
+	xr := rate.NewLimiter(1e9, 1<<40)
+	uber := uberratelimit.New(1e9, uberratelimit.WithoutSlack)
+	store, _ := memorystore.New(&memorystore.Config{Tokens: 1 << 40, Interval: time.Second})
+	defer store.Close(ctx)
+	ops := []struct {
+		name string
+		op   func()
+	}{
+		{"limitkit", func() { ours.Acquire(ctx, 1) }},
+		{"x-time-rate", func() { xr.AllowN(time.Now(), 1) }},
+		{"uber-ratelimit", func() { uber.Take() }},
+		{"go-limiter", func() { store.Take(ctx, "key") }},
+	}
+	for _, o := range ops {
+		b.Run(o.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				o.op()
+			}
+		})
+		b.Run(o.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					o.op()
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkConcurrency: take and give back one permit.
+func BenchmarkConcurrency(b *testing.B) {
+	ctx := context.Background()
+	ours, _ := memory.New(concurrency.Config{Limit: 1 << 40})
+	defer ours.Close()
+	sem := semaphore.NewWeighted(1 << 40)
+	b.Run("limitkit", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			l, _ := ours.Acquire(ctx, 1)
+			l.Release()
+		}
+	})
+	b.Run("x-sync-semaphore", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			sem.TryAcquire(1)
+			sem.Release(1)
+		}
+	})
+}
+
+// BenchmarkRedis: decisions per second against a redis-server started for
+// the benchmark, limitkit and go-redis/redis_rate in the same run, at 1 and
+// 64 goroutines. Run with -benchtime=20000x.
+func BenchmarkRedis(b *testing.B) {
+	addr := redistest.Start(b).Addr
+	ctx := context.Background()
+	for _, g := range []int{1, 64} {
+		cases := []struct {
+			name string
+			make func(c *goredis.Client) func() error
+		}{
+			{"limitkit-tokenbucket", func(c *goredis.Client) func() error {
+				l, _ := redis.New(c, "ours-tb", tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})
+				return func() error { _, err := l.Acquire(ctx, 1); return err }
+			}},
+			{"limitkit-fixedwindow", func(c *goredis.Client) func() error {
+				l, _ := redis.New(c, "ours-fw", fixedwindow.Config{Limit: 1 << 40, Window: time.Second})
+				return func() error { _, err := l.Acquire(ctx, 1); return err }
+			}},
+			{"limitkit-slidingwindow", func(c *goredis.Client) func() error {
+				l, _ := redis.New(c, "ours-sw", slidingwindow.Config{Limit: 1 << 40, Window: time.Second})
+				return func() error { _, err := l.Acquire(ctx, 1); return err }
+			}},
+			{"redis_rate", func(c *goredis.Client) func() error {
+				l := redis_rate.NewLimiter(c)
+				lim := redis_rate.PerSecond(1 << 30)
+				return func() error { _, err := l.Allow(ctx, "theirs", lim); return err }
+			}},
+		}
+		for _, tc := range cases {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", tc.name, g), func(b *testing.B) {
+				c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 64})
+				defer c.Close()
+				op := tc.make(c)
+				op() // load the script
+				b.ResetTimer()
+				r, err := measure(g, b.N, op)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(r.perSecond, "decisions/s")
+				b.ReportMetric(float64(r.p50.Microseconds()), "p50-µs")
+				b.ReportMetric(float64(r.p99.Microseconds()), "p99-µs")
+			})
+		}
+	}
+}
+
+// BenchmarkRedisMemoryPerKey: used_memory per key, limitkit's token bucket
+// against redis_rate, 17-byte keys, on a fresh server each.
+func BenchmarkRedisMemoryPerKey(b *testing.B) {
+	const keys = 50_000
+	ctx := context.Background()
+	run := func(b *testing.B, op func(c *goredis.Client, k int) error) {
+		srv := redistest.Start(b)
+		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 16})
+		defer c.Close()
+		op(c, -1) // load the script, open a connection
+		before, _ := redistest.UsedMemory(ctx, c)
+		for k := 0; k < keys; k++ {
+			if err := op(c, k); err != nil {
+				b.Fatal(err)
+			}
+		}
+		after, _ := redistest.UsedMemory(ctx, c)
+		b.ReportMetric(float64(after-before)/keys, "B/key")
+	}
+	b.Run("limitkit-tokenbucket", func(b *testing.B) {
+		run(b, func(c *goredis.Client, k int) error {
+			l, _ := redis.New(c, fmt.Sprintf("k%011d", k), tokenbucket.Config{Rate: 0.001, Burst: 10}, redis.WithPrefix("rl:"))
+			_, err := l.Acquire(ctx, 1)
+			return err
+		})
+	})
+	b.Run("redis_rate", func(b *testing.B) {
+		run(b, func(c *goredis.Client, k int) error {
+			// redis_rate stores "rate:" + key; 12-byte keys make 17 bytes.
+			_, err := redis_rate.NewLimiter(c).Allow(ctx, fmt.Sprintf("k%011d", k), redis_rate.Limit{Rate: 10, Burst: 10, Period: time.Hour * 10000})
+			return err
+		})
+	})
+}
