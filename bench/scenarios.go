@@ -15,8 +15,8 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
-	"github.com/limitkit/ratelimit/internal/redistest"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/redistest"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/redis"
