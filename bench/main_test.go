@@ -23,8 +23,8 @@ func TestProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(html), "<svg"); n != 3 {
-		t.Errorf("report has %d plots, want one per accuracy scenario (3)", n)
+	if n := strings.Count(string(html), "<svg"); n != 3*6 {
+		t.Errorf("report has %d plots, want one per rate algorithm and accuracy scenario (18)", n)
 	}
 	if !strings.Contains(stdout.String(), "## Accuracy: boundary") || !strings.Contains(stdout.String(), "| fixedwindow |") {
 		t.Errorf("markdown lacks the accuracy tables:\n%s", stdout.String())

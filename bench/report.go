@@ -96,8 +96,12 @@ type series struct {
 
 // lineChart plots series over time (x in seconds, one value per step) with
 // a dashed reference line at ref.
-func lineChart(title string, ss []series, step, ref float64, refLabel, yLabel string) string {
-	const w, h, left, right, top, bottom = 960, 300, 60, 190, 30, 40
+func lineChart(title string, ss []series, step, ref float64, refLabel, yLabel string, w, h int) string {
+	const left, top, bottom = 60, 30, 40
+	right := 190
+	if len(ss) == 1 {
+		right = 20
+	}
 	n, ymax := 0, ref*1.2
 	for _, s := range ss {
 		n = max(n, len(s.values))
@@ -135,13 +139,17 @@ func lineChart(title string, ss []series, step, ref float64, refLabel, yLabel st
 		}
 		c := palette[i%len(palette)]
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6" points="%s"/>`, c, strings.Join(pts, " "))
-		ly := top + 14 + 18*i
-		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%.0f" y="%d">%s</text>`,
-			left+pw+12, left+pw+32, ly, ly, c, left+pw+38, ly+4, html.EscapeString(s.name))
+		if len(ss) > 1 {
+			ly := top + 14 + 18*i
+			fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%.0f" y="%d">%s</text>`,
+				left+pw+12, left+pw+32, ly, ly, c, left+pw+38, ly+4, html.EscapeString(s.name))
+		}
 	}
-	ly := top + 14 + 18*len(ss)
-	fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%d" y2="%d" stroke="#444" stroke-dasharray="6 4"/><text x="%.0f" y="%d">%s</text>`,
-		left+pw+12, left+pw+32, ly, ly, left+pw+38, ly+4, html.EscapeString(refLabel))
+	if len(ss) > 1 {
+		ly := top + 14 + 18*len(ss)
+		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%d" y2="%d" stroke="#444" stroke-dasharray="6 4"/><text x="%.0f" y="%d">%s</text>`,
+			left+pw+12, left+pw+32, ly, ly, left+pw+38, ly+4, html.EscapeString(refLabel))
+	}
 	b.WriteString(`</svg>`)
 	return b.String()
 }
@@ -173,6 +181,7 @@ func writeHTML(w io.Writer, r *results) error {
 body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222;padding:0 1em}
 table{border-collapse:collapse;margin:1em 0;font-size:14px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
 td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f3f3}p.about{color:#555}svg{margin:1em 0;display:block}
+.grid{display:grid;grid-template-columns:1fr 1fr;gap:0 10px}.grid svg{margin:0.3em 0}
 </style></head><body>`)
 	fmt.Fprintf(&b, "<h1>limitkit algorithm comparison</h1><p>Run %s. Backends: %s. %s</p>",
 		r.started.Format(time.RFC3339), strings.Join(r.backends, ", "), html.EscapeString(strings.Join(r.notes, "; ")))
@@ -199,17 +208,18 @@ td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f
 		}
 		if strings.HasPrefix(t.title, "Accuracy: ") {
 			name := strings.TrimPrefix(t.title, "Accuracy: ")
-			var ss []series
-			for _, a := range r.accuracy {
+			fmt.Fprintf(&b, "<p>Admitted per 100ms, one plot per algorithm (memory backend; Redis decides the same). Dashed: the limit's share of 100ms (%d).</p><div class=grid>", limit/10)
+			for i, a := range r.accuracy {
 				if a.traffic == name && a.backend == "memory" {
 					vals := make([]float64, len(a.bins))
-					for i, v := range a.bins {
-						vals[i] = float64(v)
+					for j, v := range a.bins {
+						vals[j] = float64(v)
 					}
-					ss = append(ss, series{a.algorithm, vals})
+					s := lineChart(fmt.Sprintf("%s (max window %.2fx)", a.algorithm, a.maxWindow), []series{{a.algorithm, vals}}, 0.1, limit/10, "", "per 100ms", 470, 190)
+					b.WriteString(strings.Replace(s, palette[0], palette[i%len(palette)], 1))
 				}
 			}
-			b.WriteString(lineChart("Admitted per 100ms ("+name+", memory backend; Redis decides the same)", ss, 0.1, limit/10, "limit / 10", "admitted per 100ms"))
+			b.WriteString("</div>")
 		}
 		fmt.Fprintf(&b, "<table><tr><th>%s</th></tr>", strings.Join(escape(t.head), "</th><th>"))
 		for _, row := range t.rows {
