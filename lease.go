@@ -16,9 +16,10 @@ const (
 	ReasonDeadline                  // the permits cannot be had before the ctx deadline
 	ReasonClosed                    // the limiter was closed while the request waited
 	ReasonUnavailable               // the backend could not decide and the policy is to refuse
+	ReasonNoPartition               // a partitioned limiter is at its MaxPartitions, all busy
 )
 
-var reasonNames = [...]string{"none", "limit reached", "queue full", "evicted", "deadline unreachable", "closed", "backend unavailable"}
+var reasonNames = [...]string{"none", "limit reached", "queue full", "evicted", "deadline unreachable", "closed", "backend unavailable", "no partition available"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {

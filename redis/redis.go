@@ -139,6 +139,7 @@ type Limiter struct {
 	renewing atomic.Bool
 	seq      atomic.Uint64
 	id       string
+	used     atomic.Int64 // UnixNano of the last call, for IdleFor
 }
 
 // New returns a limiter for cfg (any algorithm package's Config) whose state
@@ -170,6 +171,7 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		client: client, capacity: cfg.Capacity(), queue: cfg.QueueOptions(),
 		o: o, closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36),
 	}
+	l.used.Store(l.localNow().UnixNano())
 	us := func(field string, d time.Duration) (int64, error) {
 		if d%time.Microsecond != 0 {
 			return 0, fmt.Errorf("%w: redis: %s %v is not a whole number of microseconds", ratelimit.ErrInvalidConfig, field, d)
@@ -239,11 +241,21 @@ type reply struct {
 	extra      int64
 }
 
+// localNow is this process's time: for IdleFor and sleeping, never for decisions.
+func (l *Limiter) localNow() time.Time {
+	if l.o.clock != nil {
+		return l.o.clock.Now()
+	}
+	return time.Now()
+}
+
 // call runs the script once: ARGV is now, permits, [op], params, extra.
 func (l *Limiter) call(ctx context.Context, op string, permits int64, extra ...interface{}) (reply, error) {
+	local := l.localNow()
+	l.used.Store(local.UnixNano())
 	now := ""
 	if l.o.clock != nil {
-		now = strconv.FormatInt(l.o.clock.Now().UnixMicro(), 10)
+		now = strconv.FormatInt(local.UnixMicro(), 10)
 	}
 	args := make([]interface{}, 0, 3+len(l.args)+len(extra))
 	args = append(args, now, permits)
@@ -485,10 +497,14 @@ func (l *Limiter) Close() error {
 	return nil
 }
 
-// IdleFor reports the local handle idle (its state lives in Redis) unless
-// it holds concurrency leases.
+// IdleFor reports the local handle idle, for as long as it has not been
+// called, unless it holds concurrency leases: the state lives in Redis, so
+// dropping an unused handle (partitioned does) changes no decision.
 func (l *Limiter) IdleFor() (time.Duration, bool) {
-	return 0, l.nHolders.Load() == 0
+	if l.nHolders.Load() != 0 {
+		return 0, false
+	}
+	return max(0, time.Duration(l.localNow().UnixNano()-l.used.Load())), true
 }
 
 // Stats asks Redis for the available permits (a status check, one round

@@ -1,0 +1,270 @@
+package partitioned_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/partitioned"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/redis"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var bg = context.Background()
+
+// memoryOf builds memory partitions of cfg on clock.
+func memoryOf(cfg ratelimit.Config, clock ratelimit.Clock) func(string) (ratelimit.Limiter, error) {
+	return func(string) (ratelimit.Limiter, error) { return memory.New(cfg, memory.WithClock(clock)) }
+}
+
+func newPartitioned(t *testing.T, c partitioned.Config[string]) *partitioned.Limiter[string] {
+	t.Helper()
+	l, err := partitioned.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func identity(s string) string { return s }
+
+// TestEvictionIsLossless: with a sweeper far more eager than any real one,
+// the partitioned limiter decides exactly as limiters that are never evicted.
+func TestEvictionIsLossless(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	cfg := tokenbucket.Config{Rate: 20, Burst: 5}
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), IdleTimeout: 50 * time.Millisecond, Clock: clock})
+	reference := map[string]memory.Limiter{}
+	rng := rand.New(rand.NewSource(3))
+	keys := []string{"a", "b", "c"}
+	for i := 0; i < 5000; i++ {
+		clock.Advance(time.Duration(rng.Int63n(int64(400 * time.Millisecond)))) // sweeps run in between
+		k := keys[rng.Intn(len(keys))]
+		if reference[k] == nil {
+			reference[k], _ = memory.New(cfg, memory.WithClock(clock))
+			defer reference[k].Close()
+		}
+		n := 1 + rng.Intn(5)
+		got, err1 := p.Acquire(bg, k, n)
+		want, err2 := reference[k].Acquire(bg, n)
+		if err1 != nil || err2 != nil || got.Acquired() != want.Acquired() || got.Remaining() != want.Remaining() {
+			t.Fatalf("step %d key %s n %d: partitioned %v %v, reference %v %v", i, k, n, got, err1, want, err2)
+		}
+	}
+	s := p.Stats()
+	if s.Evicted < 100 || s.Created != s.Evicted+s.Live {
+		t.Fatalf("stats %+v: want many evictions (the test must exercise them) and created = evicted + live", s)
+	}
+}
+
+// TestActivePartitionsStay: a partition with a permit held or a waiter is
+// never evicted, however long it stays so.
+func TestActivePartitionsStay(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	cfg := concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}}
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), IdleTimeout: time.Second, Clock: clock})
+	held, _ := p.Acquire(bg, "held", 1)
+	p.Acquire(bg, "w", 1)
+	waited := make(chan ratelimit.Lease, 1)
+	ctx, cancel := context.WithCancel(bg)
+	go func() { l, _ := p.Wait(ctx, "w", 1); waited <- l }()
+	time.Sleep(20 * time.Millisecond) // let the waiter queue
+	clock.Advance(time.Hour)
+	if s := p.Stats(); s.Live != 2 || s.Evicted != 0 {
+		t.Fatalf("after an hour: %+v, want both partitions alive", s)
+	}
+	cancel()
+	<-waited
+	held.Release()
+	clock.Advance(2 * time.Second)
+	if s := p.Stats(); s.Evicted != 1 || s.Live != 1 {
+		t.Fatalf("after release: %+v, want the released partition evicted, the other still holding a permit", s)
+	}
+}
+
+// TestFloodIsBounded: a million distinct keys (5,000 new ones per window)
+// keep the live partitions under MaxPartitions and the heap bounded, while
+// nearly every key is served.
+func TestFloodIsBounded(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	cfg := fixedwindow.Config{Limit: 1, Window: 100 * time.Millisecond}
+	const max = 10_000
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock),
+		IdleTimeout: 100 * time.Millisecond, MaxPartitions: max, Clock: clock})
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	for i := 0; i < 1_000_000; i++ {
+		clock.Advance(20 * time.Microsecond)
+		if _, err := p.Acquire(bg, fmt.Sprintf("ip-%d", i), 1); err != nil {
+			t.Fatal(err)
+		}
+		if i%100_000 == 0 && p.Stats().Live > max {
+			t.Fatalf("after %d keys: %+v", i, p.Stats())
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	s := p.Stats()
+	grown := int64(ms1.HeapAlloc) - int64(ms0.HeapAlloc)
+	t.Logf("1,000,000 keys: %+v, heap grew %d KiB", s, grown/1024)
+	if s.Live > max || s.Created+s.Refused != 1_000_000 || s.Created < 990_000 {
+		t.Fatalf("stats %+v: want live <= %d and nearly every key served", s, max)
+	}
+	if grown > 64<<20 {
+		t.Fatalf("heap grew by %d MiB for %d live partitions", grown>>20, s.Live)
+	}
+}
+
+func TestConcurrentFirstUseCreatesOnePartition(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(fixedwindow.Config{Limit: 100, Window: time.Hour}, clock), Clock: clock})
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			p.Acquire(bg, "new", 1)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if s := p.Stats(); s.Created != 1 || s.Live != 1 {
+		t.Fatalf("%+v, want exactly one partition", s)
+	}
+	if l, _ := p.Acquire(bg, "new", 68); !l.Acquired() || l.Remaining() != 0 {
+		t.Fatalf("after 32 grants: %v, want the last 68 permits granted (no grant lost to a discarded partition)", l)
+	}
+}
+
+func TestCloseWithWaiters(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, New: memoryOf(concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}}, clock), Clock: clock})
+	p.Acquire(bg, "k", 1)
+	done := make(chan ratelimit.Lease, 1)
+	go func() { l, _ := p.Wait(bg, "k", 1); done <- l }()
+	time.Sleep(20 * time.Millisecond)
+	p.Close()
+	if l := <-done; l.Reason() != ratelimit.ReasonClosed {
+		t.Fatalf("waiter at Close: %v, want ReasonClosed", l)
+	}
+	if _, err := p.Acquire(bg, "k", 1); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Fatalf("Acquire after Close: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMaxPartitionsRefuseOrOverflow(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	cfg := fixedwindow.Config{Limit: 5, Window: time.Hour}
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), MaxPartitions: 2, Clock: clock})
+	p.Acquire(bg, "a", 1)
+	p.Acquire(bg, "b", 1)
+	if l, err := p.Acquire(bg, "c", 1); err != nil || l.Reason() != ratelimit.ReasonNoPartition {
+		t.Fatalf("third key with two busy partitions: %v %v, want ReasonNoPartition", l, err)
+	}
+	if s := p.Stats(); s.Refused != 1 || s.Live != 2 {
+		t.Fatalf("%+v", s)
+	}
+	overflow, _ := memory.New(fixedwindow.Config{Limit: 1, Window: time.Hour}, memory.WithClock(clock))
+	defer overflow.Close()
+	o := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), MaxPartitions: 1, Overflow: overflow, Clock: clock})
+	o.Acquire(bg, "a", 1)
+	if l, _ := o.Acquire(bg, "b", 1); !l.Acquired() {
+		t.Fatalf("overflow: %v, want granted by the overflow limiter", l)
+	}
+	if l, _ := o.Acquire(bg, "c", 1); l.Acquired() {
+		t.Fatalf("overflow: %v, want refused: the overflow limiter is shared and spent", l)
+	}
+	// An idle partition makes room at once, without waiting for the sweeper.
+	clock.Advance(time.Hour)
+	if l, _ := p.Acquire(bg, "c", 1); !l.Acquired() {
+		t.Fatalf("with idle partitions: %v, want c created in an idle one's place", l)
+	}
+}
+
+func TestPerUserAndGlobal(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	perUser := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(fixedwindow.Config{Limit: 2, Window: time.Hour}, clock), Clock: clock})
+	global, _ := memory.New(fixedwindow.Config{Limit: 3, Window: time.Hour}, memory.WithClock(clock))
+	defer global.Close()
+	take := func(user string) bool {
+		l, err := ratelimit.Chain(perUser.For(user), global).Acquire(bg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Acquired()
+	}
+	got := []bool{take("u1"), take("u1"), take("u1"), take("u2"), take("u3")}
+	want := []bool{true, true, false, true, false}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("grants %v, want %v (2 per user, 3 in all)", got, want)
+	}
+}
+
+func TestNoLimitAndFactoryErrors(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	boom := errors.New("boom")
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, Clock: clock, New: func(k string) (ratelimit.Limiter, error) {
+		switch k {
+		case "admin":
+			return partitioned.NoLimit(), nil
+		case "bad":
+			return nil, boom
+		}
+		return memory.New(fixedwindow.Config{Limit: 1, Window: time.Hour}, memory.WithClock(clock))
+	}})
+	for i := 0; i < 100; i++ {
+		if l, _ := p.Acquire(bg, "admin", 1000); !l.Acquired() {
+			t.Fatal("NoLimit refused")
+		}
+	}
+	if _, err := p.Acquire(bg, "bad", 1); !errors.Is(err, partitioned.ErrNoPartition) || !errors.Is(err, boom) {
+		t.Fatalf("factory error: %v", err)
+	}
+	if _, err := partitioned.New(partitioned.Config[string]{}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Fatalf("empty config: %v", err)
+	}
+}
+
+// TestRedisPartitions: over the redis backend a partition is a thin handle;
+// evicting it keeps the state, which lives in Redis.
+func TestRedisPartitions(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := goredis.NewClient(&goredis.Options{Addr: m.Addr()})
+	defer c.Close()
+	clock := ratelimittest.NewClock()
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, IdleTimeout: time.Second, Clock: clock,
+		New: func(k string) (ratelimit.Limiter, error) {
+			return redis.New(c, k, fixedwindow.Config{Limit: 2, Window: time.Hour}, redis.WithClock(clock))
+		}})
+	p.Acquire(bg, "user", 1)
+	clock.Advance(2 * time.Second)
+	if s := p.Stats(); s.Evicted != 1 {
+		t.Fatalf("%+v, want the unused handle evicted", s)
+	}
+	if l, _ := p.Acquire(bg, "user", 2); l.Acquired() || l.Remaining() != 1 {
+		t.Fatalf("after eviction: %v, want the window's state kept in Redis (1 left)", l)
+	}
+}
