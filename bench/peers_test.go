@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -13,10 +14,12 @@ import (
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 
+	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/internal/redistest"
 	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/redis"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -163,5 +166,59 @@ func BenchmarkRedisMemoryPerKey(b *testing.B) {
 			_, err := redis_rate.NewLimiter(c).Allow(ctx, fmt.Sprintf("k%011d", k), redis_rate.Limit{Rate: 10, Burst: 10, Period: time.Hour * 10000})
 			return err
 		})
+	})
+}
+
+// BenchmarkPartitioned: Acquire on an existing key among 1,000,000
+// partitions, against sethvargo/go-limiter's memorystore Take on as many
+// keys; and the heap per key of each.
+func BenchmarkPartitioned(b *testing.B) {
+	const keys = 1_000_000
+	ctx := context.Background()
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)
+	}
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	b.Run("limitkit", func(b *testing.B) {
+		h0 := heap()
+		p, _ := partitioned.New(partitioned.Config[string]{
+			Key: func(s string) string { return s },
+			New: func(string) (ratelimit.Limiter, error) {
+				return memory.New(tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})
+			},
+			IdleTimeout: time.Hour, MaxPartitions: 2 * keys,
+		})
+		defer p.Close()
+		for _, k := range names {
+			p.Acquire(ctx, k, 1)
+		}
+		perKey := float64(heap()-h0) / keys
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			p.Acquire(ctx, names[i%keys], 1)
+		}
+		b.ReportMetric(perKey, "heap-B/key")
+	})
+	b.Run("go-limiter", func(b *testing.B) {
+		h0 := heap()
+		store, _ := memorystore.New(&memorystore.Config{Tokens: 1 << 40, Interval: time.Second, SweepInterval: time.Hour})
+		defer store.Close(ctx)
+		for _, k := range names {
+			store.Take(ctx, k)
+		}
+		perKey := float64(heap()-h0) / keys
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			store.Take(ctx, names[i%keys])
+		}
+		b.ReportMetric(perKey, "heap-B/key")
 	})
 }
