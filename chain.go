@@ -90,7 +90,7 @@ func (c *ChainLimiter) Wait(ctx context.Context, permits int) (Lease, error) {
 			lease.reason = ReasonDeadline
 			return lease, nil
 		}
-		if err := sleep(ctx, c.clock, d); err != nil {
+		if err := Sleep(ctx, c.clock, d); err != nil {
 			return Lease{}, err
 		}
 	}

@@ -79,7 +79,7 @@ func (x xrate) Wait(ctx context.Context, permits int) (Lease, error) {
 		d.RetryAfter = delay
 		return NewLease(d, ReasonDeadline, nil, 0), nil
 	}
-	if err := sleep(ctx, SystemClock, delay); err != nil {
+	if err := Sleep(ctx, SystemClock, delay); err != nil {
 		r.Cancel()
 		return Lease{}, err
 	}
@@ -96,8 +96,12 @@ func (systemClock) AfterFunc(d time.Duration, f func()) Timer {
 	return time.AfterFunc(d, f)
 }
 
-// sleep waits d on clock, or until ctx is done.
-func sleep(ctx context.Context, clock Clock, d time.Duration) error {
+// Sleep waits d on clock (SystemClock when nil), or until ctx is done, when
+// it returns ctx.Err().
+func Sleep(ctx context.Context, clock Clock, d time.Duration) error {
+	if clock == nil {
+		clock = SystemClock
+	}
 	if d <= 0 {
 		return nil
 	}

@@ -1,0 +1,331 @@
+package httplimit_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/httplimit"
+	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/partitioned"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func perKey(t testing.TB, cfg ratelimit.Config, clock ratelimit.Clock) *partitioned.Limiter[string] {
+	l, err := partitioned.New(partitioned.Config[string]{
+		Key:   func(s string) string { return s },
+		New:   func(string) (ratelimit.Limiter, error) { return memory.New(cfg, memory.WithClock(clock)) },
+		Clock: clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+
+func serve(h http.Handler, remote string, hdr http.Header) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = remote
+	for k, v := range hdr {
+		r.Header[k] = v
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestMiddlewareHeaders(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	clock.Advance(40 * time.Second) // a whole minute: the window ends in 60s
+	h := httplimit.Middleware(perKey(t, fixedwindow.Config{Limit: 3, Window: time.Minute}, clock),
+		httplimit.Options{Window: time.Minute, Policy: "per-ip", LegacyHeaders: true})(ok)
+	for i, want := range []string{`"per-ip";r=2;t=60`, `"per-ip";r=1;t=60`, `"per-ip";r=0;t=60`} {
+		w := serve(h, "192.0.2.1:1234", nil)
+		if w.Code != 200 || w.Header().Get("RateLimit") != want || w.Header().Get("RateLimit-Policy") != `"per-ip";q=3;w=60` {
+			t.Fatalf("request %d: %d %v", i, w.Code, w.Header())
+		}
+	}
+	clock.Advance(59*time.Second + 500*time.Millisecond)
+	w := serve(h, "192.0.2.1:1234", nil)
+	if w.Code != 429 || w.Header().Get("Retry-After") != "1" || w.Header().Get("RateLimit") != `"per-ip";r=0;t=1` {
+		t.Fatalf("refused: %d %v; want 429, Retry-After 1 (0.5s rounded up)", w.Code, w.Header())
+	}
+	if w.Header().Get("X-RateLimit-Limit") != "3" || w.Header().Get("X-RateLimit-Remaining") != "0" || w.Header().Get("X-RateLimit-Reset") != "1" {
+		t.Fatalf("legacy headers: %v", w.Header())
+	}
+	if other := serve(h, "192.0.2.2:1", nil); other.Code != 200 {
+		t.Fatalf("another client: %d, want its own limit", other.Code)
+	}
+}
+
+func TestMiddlewareRetryAfterRoundsUp(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	var rejected ratelimit.Lease
+	h := httplimit.Middleware(perKey(t, tokenbucket.Config{Rate: 0.4, Burst: 1}, clock), httplimit.Options{
+		StatusCode: 503,
+		OnRejected: func(w http.ResponseWriter, r *http.Request, l ratelimit.Lease) {
+			rejected = l
+			w.WriteHeader(503)
+			io.WriteString(w, "slow down")
+		},
+	})(ok)
+	serve(h, "10.0.0.1:1", nil)
+	w := serve(h, "10.0.0.1:1", nil)
+	if w.Code != 503 || w.Body.String() != "slow down" || w.Header().Get("Retry-After") != "3" || rejected.Acquired() {
+		t.Fatalf("%d %q %v; want the hook's 503 with Retry-After 3 (2.5s rounded up)", w.Code, w.Body, w.Header())
+	}
+}
+
+func TestClientIP(t *testing.T) {
+	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	for _, c := range []struct {
+		name, remote string
+		hdr          http.Header
+		trusted      []netip.Prefix
+		want         string
+	}{
+		{"remote only", "203.0.113.9:5555", nil, nil, "203.0.113.9"},
+		{"headers ignored without trusted proxies", "10.1.1.1:1", http.Header{"X-Forwarded-For": {"198.51.100.7"}}, nil, "10.1.1.1"},
+		{"headers ignored from an untrusted peer", "203.0.113.9:1", http.Header{"X-Forwarded-For": {"198.51.100.7"}}, proxies, "203.0.113.9"},
+		{"XFF through trusted proxies", "10.1.1.1:1", http.Header{"X-Forwarded-For": {"6.6.6.6, 198.51.100.7, 10.2.2.2"}}, proxies, "198.51.100.7"},
+		{"Forwarded first", "[::1]:1", http.Header{"Forwarded": {`for=198.51.100.8;proto=https, for="[2001:db8::1]:4711"`}, "X-Forwarded-For": {"9.9.9.9"}}, proxies, "2001:db8::1"},
+		{"IPv6 remote", "[2001:db8::2]:80", nil, proxies, "2001:db8::2"},
+		{"only proxies", "10.1.1.1:1", http.Header{"X-Forwarded-For": {"10.3.3.3"}}, proxies, "10.3.3.3"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = c.remote
+		r.Header = c.hdr
+		if r.Header == nil {
+			r.Header = http.Header{}
+		}
+		if got := httplimit.ClientIP(c.trusted...)(r); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestMiddlewareWaitMode(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	cfg := fixedwindow.Config{Limit: 1, Window: time.Second, Queue: ratelimit.Queue{Limit: 5}}
+	h := httplimit.Middleware(perKey(t, cfg, clock), httplimit.Options{MaxWait: time.Hour})(ok)
+	serve(h, "1.1.1.1:1", nil)
+	done := make(chan int, 1)
+	go func() { done <- serve(h, "1.1.1.1:1", nil).Code }()
+	for clock.Pending() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	clock.Advance(time.Second)
+	if code := <-done; code != 200 {
+		t.Fatalf("waiting request: %d, want 200 once the window opens", code)
+	}
+	// MaxWait shorter than the wait: refused at once with Retry-After.
+	short := httplimit.Middleware(perKey(t, cfg, clock), httplimit.Options{MaxWait: time.Millisecond})(ok)
+	serve(short, "1.1.1.1:1", nil)
+	if w := serve(short, "1.1.1.1:1", nil); w.Code != 429 || w.Header().Get("Retry-After") != "1" {
+		t.Fatalf("short MaxWait: %d %v", w.Code, w.Header())
+	}
+}
+
+func TestMiddlewareReleasesOnPanic(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := perKey(t, concurrency.Config{Limit: 1}, clock)
+	h := httplimit.Middleware(l, httplimit.Options{})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic("handler bug")
+	}))
+	for i := 0; i < 3; i++ {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			serve(h, "1.2.3.4:1", nil)
+		}()
+	}
+	if lease, _ := l.Acquire(context.Background(), "1.2.3.4", 1); !lease.Acquired() {
+		t.Fatalf("the permit was not released by the panicking handler: %v", lease)
+	}
+}
+
+// upstream counts requests and answers with the given status and headers.
+func upstream(t *testing.T, status *atomic.Int32, hdr http.Header) (*httptest.Server, *atomic.Int64) {
+	var hits atomic.Int64
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		for k, v := range hdr {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(int(status.Load()))
+		io.WriteString(w, "hello")
+	}))
+	t.Cleanup(s.Close)
+	return s, &hits
+}
+
+func TestTransportFailFastAndSynthetic(t *testing.T) {
+	var status atomic.Int32
+	status.Store(200)
+	srv, hits := upstream(t, &status, nil)
+	clock := ratelimittest.NewClock()
+	tr := &httplimit.Transport{Limiter: perKey(t, fixedwindow.Config{Limit: 2, Window: time.Second}, clock), FailFast: true}
+	c := &http.Client{Transport: tr}
+	for i := 0; i < 2; i++ {
+		resp, err := c.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	body := &trackingBody{Reader: strings.NewReader("payload")}
+	req, _ := http.NewRequest("POST", srv.URL, body)
+	_, err := tr.RoundTrip(req)
+	var rl *httplimit.RateLimitedError
+	if !errors.Is(err, httplimit.ErrRateLimited) || !errors.As(err, &rl) || rl.RetryAfter != time.Second {
+		t.Fatalf("third request: %v, want ErrRateLimited with RetryAfter 1s", err)
+	}
+	if hits.Load() != 2 || !body.closed || body.read {
+		t.Fatalf("hits %d, body closed %v read %v: a refused request is not sent and its body is closed unread", hits.Load(), body.closed, body.read)
+	}
+	tr.Synthetic429 = true
+	resp, err := c.Get(srv.URL)
+	if err != nil || resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("synthetic: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+type trackingBody struct {
+	io.Reader
+	read, closed bool
+}
+
+func (b *trackingBody) Read(p []byte) (int, error) { b.read = true; return b.Reader.Read(p) }
+func (b *trackingBody) Close() error               { b.closed = true; return nil }
+
+func TestTransportLearnsFromUpstream(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		hdr  func() http.Header
+		code int32
+	}{
+		{"Retry-After seconds", func() http.Header { return http.Header{"Retry-After": {"120"}} }, 429},
+		{"Retry-After HTTP-date", func() http.Header {
+			return http.Header{"Retry-After": {time.Now().Add(120 * time.Second).UTC().Format(http.TimeFormat)}}
+		}, 503},
+		{"RateLimit r=0", func() http.Header { return http.Header{"Ratelimit": {`"default";r=0;t=120`}} }, 200},
+	} {
+		var status atomic.Int32
+		status.Store(c.code)
+		srv, hits := upstream(t, &status, c.hdr())
+		tr := &httplimit.Transport{Limiter: perKey(t, fixedwindow.Config{Limit: 100, Window: time.Second}, ratelimit.SystemClock), FailFast: true}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		_, err = tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
+		var rl *httplimit.RateLimitedError
+		if !errors.As(err, &rl) || rl.RetryAfter < 118*time.Second || rl.RetryAfter > 120*time.Second || hits.Load() != 1 {
+			t.Errorf("%s: %v, hits %d; want a local refusal for about 120s and no second request", c.name, err, hits.Load())
+		}
+		// In Wait mode a deadline before the pause's end is refused at once.
+		tr.FailFast = false
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err = tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil).WithContext(ctx))
+		cancel()
+		if !errors.Is(err, httplimit.ErrRateLimited) || hits.Load() != 1 {
+			t.Errorf("%s, wait mode: %v, hits %d", c.name, err, hits.Load())
+		}
+	}
+}
+
+func TestTransportHoldsConcurrencyUntilBodyClose(t *testing.T) {
+	var status atomic.Int32
+	status.Store(200)
+	srv, _ := upstream(t, &status, nil)
+	tr := &httplimit.Transport{Limiter: perKey(t, concurrency.Config{Limit: 1}, ratelimit.SystemClock), FailFast: true}
+	first, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(first.Body) // read, but not closed: the permit is still held
+	if _, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil)); !errors.Is(err, httplimit.ErrRateLimited) {
+		t.Fatalf("second request with the first body open: %v, want refused", err)
+	}
+	first.Body.Close()
+	first.Body.Close()
+	second, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
+	if err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	second.Body.Close()
+	// A failed round trip gives the permit back at once.
+	tr.Key = func(*http.Request) string { return "same" }
+	for i := 0; i < 3; i++ {
+		bad, _ := http.NewRequest("GET", "http://127.0.0.1:1/", nil)
+		if _, err := tr.RoundTrip(bad); err == nil || errors.Is(err, httplimit.ErrRateLimited) {
+			t.Fatalf("dial failure %d: %v, want the dial error (permit released each time)", i, err)
+		}
+	}
+}
+
+func TestTransportWaitCancel(t *testing.T) {
+	var status atomic.Int32
+	status.Store(200)
+	srv, hits := upstream(t, &status, nil)
+	cfg := fixedwindow.Config{Limit: 1, Window: time.Hour, Queue: ratelimit.Queue{Limit: 1}}
+	tr := &httplimit.Transport{Limiter: perKey(t, cfg, ratelimit.SystemClock)}
+	resp, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil).WithContext(ctx))
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) || hits.Load() != 1 {
+		t.Fatalf("cancelled wait: %v, hits %d", err, hits.Load())
+	}
+}
+
+func BenchmarkMiddleware(b *testing.B) {
+	l := perKey(b, tokenbucket.Config{Rate: 1e9, Burst: 1 << 40}, ratelimit.SystemClock)
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare", bare}, {"middleware", httplimit.Middleware(l, httplimit.Options{Window: time.Second})(bare)}} {
+		b.Run(c.name, func(b *testing.B) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "192.0.2.1:1234"
+			w := httptest.NewRecorder()
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				c.h.ServeHTTP(w, r)
+			}
+		})
+	}
+}

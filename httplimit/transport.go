@@ -1,0 +1,220 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/partitioned"
+)
+
+// ErrRateLimited is matched (errors.Is) by the errors Transport returns for
+// requests it does not send; the error is a *RateLimitedError.
+var ErrRateLimited = errors.New("httplimit: rate limited")
+
+// RateLimitedError says why a request was not sent and when to retry.
+type RateLimitedError struct {
+	Host       string
+	RetryAfter time.Duration // 0 when unknown
+	Reason     ratelimit.Reason
+}
+
+func (e *RateLimitedError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("httplimit: %s: %v, retry after %v", e.Host, e.Reason, e.RetryAfter)
+	}
+	return fmt.Sprintf("httplimit: %s: %v", e.Host, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrRateLimited) hold.
+func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimited }
+
+// Transport is an http.RoundTripper that throttles outbound requests per
+// upstream: it waits for (or, with FailFast, asks for) a permit before
+// sending. A refused request is not sent, and its body is closed unread.
+//
+// It learns from the upstream: a 429 or 503 response with Retry-After
+// (delay-seconds or an HTTP-date), or a RateLimit field with r=0, pauses that
+// partition until the given time, so the next requests wait here instead of
+// hitting the server.
+//
+// A concurrency limiter's permit is held until the response body is closed
+// (or the round trip fails): never longer and never shorter.
+type Transport struct {
+	// Base sends the requests; http.DefaultTransport when nil.
+	Base http.RoundTripper
+	// Limiter holds one limit per partition. Required.
+	Limiter *partitioned.Limiter[string]
+	// Key maps a request to its partition; the request's host by default.
+	Key KeyFunc
+	// FailFast refuses at once instead of waiting (within the request's context).
+	FailFast bool
+	// Synthetic429 makes refusals a 429 response with Retry-After instead of
+	// an error, for callers that expect responses.
+	Synthetic429 bool
+	// Clock reads the time for pauses learnt from upstreams; system clock when nil.
+	Clock ratelimit.Clock
+
+	pauses sync.Map // key -> time.Time: no request before then
+}
+
+func (t *Transport) now() time.Time {
+	if t.Clock != nil {
+		return t.Clock.Now()
+	}
+	return time.Now()
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	key := req.URL.Host
+	if t.Key != nil {
+		key = t.Key(req)
+	}
+	if until, ok := t.pauses.Load(key); ok {
+		if wait := until.(time.Time).Sub(t.now()); wait > 0 {
+			if err := t.pause(req, wait); err != nil {
+				return t.refuse(req, key, wait, ratelimit.ReasonLimit, err)
+			}
+		}
+		t.pauses.CompareAndDelete(key, until)
+	}
+	var lease ratelimit.Lease
+	var err error
+	if t.FailFast {
+		lease, err = t.Limiter.Acquire(req.Context(), key, 1)
+	} else {
+		lease, err = t.Limiter.Wait(req.Context(), key, 1)
+	}
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	if !lease.Acquired() {
+		d, _ := lease.RetryAfter()
+		return t.refuse(req, key, d, lease.Reason(), nil)
+	}
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(req)
+	if err != nil {
+		lease.Release()
+		return nil, err
+	}
+	t.learn(key, resp)
+	resp.Body = &releasingBody{ReadCloser: resp.Body, lease: lease}
+	return resp, nil
+}
+
+// pause waits out an upstream's pause, or reports why it cannot.
+func (t *Transport) pause(req *http.Request, wait time.Duration) error {
+	if t.FailFast {
+		return ErrRateLimited
+	}
+	if deadline, ok := req.Context().Deadline(); ok && deadline.Sub(t.now()) < wait {
+		return ErrRateLimited
+	}
+	return ratelimit.Sleep(req.Context(), t.Clock, wait)
+}
+
+// refuse answers a request that is not sent: an error, or a synthetic 429.
+func (t *Transport) refuse(req *http.Request, key string, d time.Duration, reason ratelimit.Reason, cause error) (*http.Response, error) {
+	closeBody(req)
+	if cause != nil && !errors.Is(cause, ErrRateLimited) {
+		return nil, cause // the request's context ended
+	}
+	if t.Synthetic429 {
+		h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+		if d > 0 {
+			h.Set("Retry-After", strconv.FormatInt(ceilSeconds(d), 10))
+		}
+		body := "rate limited by the client\n"
+		return &http.Response{
+			Status: "429 Too Many Requests", StatusCode: http.StatusTooManyRequests,
+			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Request: req,
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
+		}, nil
+	}
+	return nil, &RateLimitedError{Host: key, RetryAfter: d, Reason: reason}
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// learn pauses key when the upstream says it is limited.
+func (t *Transport) learn(key string, resp *http.Response) {
+	now := t.now()
+	var until time.Time
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		until = retryAfter(resp.Header.Get("Retry-After"), now)
+	}
+	if r, reset, ok := rateLimitField(resp.Header.Get("RateLimit")); ok && r == 0 {
+		if u := now.Add(time.Duration(reset) * time.Second); u.After(until) {
+			until = u
+		}
+	}
+	if until.After(now) {
+		t.pauses.Store(key, until)
+	}
+}
+
+// retryAfter parses Retry-After: delay-seconds or an HTTP-date.
+func retryAfter(v string, now time.Time) time.Time {
+	if v == "" {
+		return time.Time{}
+	}
+	if s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && s >= 0 {
+		return now.Add(time.Duration(s) * time.Second)
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return at
+	}
+	return time.Time{}
+}
+
+// rateLimitField reads r= and t= from the first item of a RateLimit field.
+func rateLimitField(v string) (remaining, reset int64, ok bool) {
+	if v == "" {
+		return 0, 0, false
+	}
+	item, _, _ := strings.Cut(v, ",")
+	remaining, reset = -1, 0
+	for _, param := range strings.Split(item, ";")[1:] {
+		k, val, _ := strings.Cut(strings.TrimSpace(param), "=")
+		n, err := strconv.ParseInt(val, 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "r":
+			remaining = n
+		case "t":
+			reset = n
+		}
+	}
+	return remaining, reset, remaining >= 0
+}
+
+// releasingBody releases the lease when the body is closed, once.
+type releasingBody struct {
+	io.ReadCloser
+	lease ratelimit.Lease
+	once  sync.Once
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.lease.Release)
+	return err
+}
