@@ -329,3 +329,40 @@ func TestScriptFlushIsInvisible(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalCache: with the cache (the default) a flood on an over-limit
+// key reaches Redis about once per RetryAfter, and every decision and
+// RetryAfter equals what Redis answers without the cache.
+func TestRefusalCache(t *testing.T) {
+	_, c := miniClient(t)
+	var n counter
+	c.AddHook(&n)
+	clock := ratelimittest.NewClock()
+	cfg := fixedwindow.Config{Limit: 3, Window: time.Second}
+	cached := mustNew(t, c, "flood", cfg, redis.WithClock(clock))
+	plain := mustNew(t, c, "flood-plain", cfg, redis.WithClock(clock), redis.WithoutRefusalCache())
+	for step := 0; step < 2000; step++ {
+		clock.Advance(time.Millisecond)
+		p := 1 + step%2
+		a, err1 := cached.Acquire(bg, p)
+		b, err2 := plain.Acquire(bg, p)
+		da, _ := a.RetryAfter()
+		db, _ := b.RetryAfter()
+		if err1 != nil || err2 != nil || a.Acquired() != b.Acquired() || da != db {
+			t.Fatalf("step %d: cached %v (%v) %v, plain %v (%v) %v", step, a, da, err1, b, db, err2)
+		}
+	}
+	clock.Advance(time.Second)                        // a window nobody used
+	if l, _ := cached.Acquire(bg, 3); !l.Acquired() { // take it all
+		t.Fatalf("Acquire(3) at a window's start: %v", l)
+	}
+	before := n.n.Load()
+	for i := 0; i < 10000; i++ { // a flood within one window: all refused locally
+		if l, _ := cached.Acquire(bg, 1); l.Acquired() {
+			t.Fatal("granted in an exhausted window")
+		}
+	}
+	if calls := n.n.Load() - before; calls > 1 {
+		t.Fatalf("%d Redis calls for 10,000 refusals in one window, want at most 1", calls)
+	}
+}

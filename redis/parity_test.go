@@ -16,7 +16,9 @@ import (
 )
 
 // parity runs the same random arrival sequences against memory and redis
-// (time pinned to the same fake clock) and requires identical leases.
+// (time pinned to the same fake clock) and requires identical leases. The
+// refusal cache is off: this compares the scripts with the models (the
+// cache's Remaining is as of the refusal; TestRefusalCache covers it).
 func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewSource(7))
@@ -33,7 +35,7 @@ func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				red, err := redis.New(client, fmt.Sprintf("parity-%d", keySeq.Add(1)), cfg, redis.WithClock(clock))
+				red, err := redis.New(client, fmt.Sprintf("parity-%d", keySeq.Add(1)), cfg, redis.WithClock(clock), redis.WithoutRefusalCache())
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -89,6 +89,8 @@ const (
 type Option func(*options)
 
 type options struct {
+	noCache  bool
+	coalesce bool
 	prefix   string
 	clock    ratelimit.Clock
 	policy   FailurePolicy
@@ -113,6 +115,20 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // silence (a crashed process): leases are renewed every TTL/3 while held.
 // The default is 30s.
 func WithLeaseTTL(d time.Duration) Option { return func(o *options) { o.leaseTTL = d } }
+
+// WithoutRefusalCache sends every request to Redis. By default a refusal of
+// p permits with RetryAfter r is remembered, and requests for the same p
+// permits on this limiter are refused locally until r has passed, with the
+// remaining RetryAfter: for the rate algorithms that answer cannot change
+// before r (other grants only use permits up), so a flood on an over-limit
+// key costs Redis one call per RetryAfter instead of one per request. A
+// grant through this limiter forgets the cached refusal. Exceptions: a
+// token-bucket reservation cancelled in another process meanwhile, whose
+// refund the cache does not see, and Remaining, which grants in other
+// processes may have lowered and expiry raised (a cached refusal reports it
+// as of the refusal). Concurrency refusals (no RetryAfter) and
+// token-bucket Wait are never cached.
+func WithoutRefusalCache() Option { return func(o *options) { o.noCache = true } }
 
 // WithClock pins the time sent to the scripts to c.Now(), and makes Wait
 // sleep on c. For tests only: in production the time is Redis's.
@@ -140,6 +156,42 @@ type Limiter struct {
 	seq      atomic.Uint64
 	id       string
 	used     atomic.Int64 // UnixNano of the last call, for IdleFor
+	refusal  atomic.Pointer[refusal]
+}
+
+// refusal is a remembered refusal: requests of exactly permits are refused
+// until the local instant until (UnixNano). (Larger requests would be
+// refused too, but their RetryAfter is longer: they go to Redis.)
+type refusal struct {
+	permits, remaining int64
+	until, resetAt     int64
+}
+
+// cached answers from the remembered refusal, when it applies.
+func (l *Limiter) cached(p int64) (ratelimit.Lease, bool) {
+	r := l.refusal.Load()
+	if r == nil || max(p, 1) != r.permits {
+		return ratelimit.Lease{}, false
+	}
+	now := l.localNow().UnixNano()
+	if now >= r.until {
+		return ratelimit.Lease{}, false
+	}
+	d := ratelimit.Decision{Limit: l.capacity, Remaining: r.remaining, RetryAfter: time.Duration(r.until - now), ResetAfter: time.Duration(max(r.resetAt-now, 0))}
+	return ratelimit.NewLease(d, ratelimit.ReasonLimit, nil, 0), true
+}
+
+// remember caches a refusal of p permits decided at the local instant at; a
+// grant forgets the cached refusal, whose Remaining it changed.
+func (l *Limiter) remember(at time.Time, p int64, r reply) {
+	if r.granted && l.refusal.Load() != nil {
+		l.refusal.Store(nil)
+	}
+	if l.o.noCache || r.granted || r.retryAfter <= 0 {
+		return
+	}
+	t := at.UnixNano()
+	l.refusal.Store(&refusal{permits: max(p, 1), remaining: r.remaining, until: t + int64(r.retryAfter), resetAt: t + int64(r.resetAfter)})
 }
 
 // New returns a limiter for cfg (any algorithm package's Config) whose state
@@ -321,14 +373,19 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 		return ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: l.capacity, Limit: l.capacity}, 0, nil, 0), nil
 	}
 	p := int64(permits)
+	if lease, ok := l.cached(p); ok {
+		return lease, nil
+	}
 	id := ""
 	if l.release {
 		id = l.holderID()
 	}
+	at := l.localNow()
 	r, err := l.call(ctx, "a", p, l.tail(id)...)
 	if err != nil {
 		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Acquire(ctx, permits) })
 	}
+	l.remember(at, p, r)
 	return l.lease(r, p, id, ratelimit.ReasonLimit), nil
 }
 
@@ -449,6 +506,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 		return lease, err
 	}
 	r.retryAfter = -1
+	l.remember(time.Time{}, p, r)
 	return l.lease(r, p, "", ratelimit.ReasonNone), nil
 }
 
