@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,6 +101,18 @@ func BenchmarkRedis(b *testing.B) {
 		}{
 			{"limitkit-tokenbucket", func(c *goredis.Client) func() error {
 				l, _ := redis.New(c, "ours-tb", tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})
+				return func() error { _, err := l.Acquire(ctx, 1); return err }
+			}},
+			{"limitkit-tokenbucket-coalescing", func(c *goredis.Client) func() error {
+				l, _ := redis.New(c, "ours-tbc", tokenbucket.Config{Rate: 1e9, Burst: 1 << 40}, redis.WithCoalescing())
+				return func() error { _, err := l.Acquire(ctx, 1); return err }
+			}},
+			{"limitkit-fixedwindow-coalescing", func(c *goredis.Client) func() error {
+				l, _ := redis.New(c, "ours-fwc", fixedwindow.Config{Limit: 1 << 40, Window: time.Second}, redis.WithCoalescing())
+				return func() error { _, err := l.Acquire(ctx, 1); return err }
+			}},
+			{"limitkit-slidingwindow-coalescing", func(c *goredis.Client) func() error {
+				l, _ := redis.New(c, "ours-swc", slidingwindow.Config{Limit: 1 << 40, Window: time.Second}, redis.WithCoalescing())
 				return func() error { _, err := l.Acquire(ctx, 1); return err }
 			}},
 			{"limitkit-fixedwindow", func(c *goredis.Client) func() error {
@@ -221,4 +235,55 @@ func BenchmarkPartitioned(b *testing.B) {
 		}
 		b.ReportMetric(perKey, "heap-B/key")
 	})
+}
+
+// BenchmarkRedisFlood: 64 goroutines hammer one over-limit key for 10s
+// (b.N is ignored; run with -benchtime=1x). Reports decisions per second and
+// Redis calls per decision, with and without the refusal cache.
+func BenchmarkRedisFlood(b *testing.B) {
+	addr := redistest.Start(b).Addr
+	for _, cache := range []bool{true, false} {
+		b.Run(fmt.Sprintf("cache=%v", cache), func(b *testing.B) {
+			c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 64})
+			defer c.Close()
+			var calls atomic.Int64
+			c.AddHook(countHook{&calls})
+			opts := []redis.Option{}
+			if !cache {
+				opts = append(opts, redis.WithoutRefusalCache())
+			}
+			l, _ := redis.New(c, fmt.Sprintf("flood-%v", cache), fixedwindow.Config{Limit: 10, Window: time.Second}, opts...)
+			defer l.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var decisions atomic.Int64
+			var wg sync.WaitGroup
+			for g := 0; g < 64; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for ctx.Err() == nil {
+						if _, err := l.Acquire(context.Background(), 1); err != nil {
+							b.Error(err)
+							return
+						}
+						decisions.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(decisions.Load())/10, "decisions/s")
+			b.ReportMetric(float64(calls.Load())/float64(decisions.Load()), "calls/decision")
+		})
+	}
+}
+
+type countHook struct{ n *atomic.Int64 }
+
+func (h countHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h countHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h countHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error { h.n.Add(int64(len(cmds))); return next(ctx, cmds) }
 }

@@ -130,6 +130,12 @@ func WithLeaseTTL(d time.Duration) Option { return func(o *options) { o.leaseTTL
 // token-bucket Wait are never cached.
 func WithoutRefusalCache() Option { return func(o *options) { o.noCache = true } }
 
+// WithCoalescing sends concurrent decisions of this limiter to Redis as
+// pipelined batches, with no linger time: a lone caller's call leaves at
+// once; callers that arrive while batches are in flight leave together in
+// the next one. Decisions are the same as without it.
+func WithCoalescing() Option { return func(o *options) { o.coalesce = true } }
+
 // WithClock pins the time sent to the scripts to c.Now(), and makes Wait
 // sleep on c. For tests only: in production the time is Redis's.
 func WithClock(c ratelimit.Clock) Option { return func(o *options) { o.clock = c } }
@@ -157,6 +163,7 @@ type Limiter struct {
 	id       string
 	used     atomic.Int64 // UnixNano of the last call, for IdleFor
 	refusal  atomic.Pointer[refusal]
+	batcher  *batcher // nil unless WithCoalescing
 }
 
 // refusal is a remembered refusal: requests of exactly permits are refused
@@ -224,6 +231,9 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		o: o, closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36),
 	}
 	l.used.Store(l.localNow().UnixNano())
+	if o.coalesce {
+		l.batcher = &batcher{l: l}
+	}
 	us := func(field string, d time.Duration) (int64, error) {
 		if d%time.Microsecond != 0 {
 			return 0, fmt.Errorf("%w: redis: %s %v is not a whole number of microseconds", ratelimit.ErrInvalidConfig, field, d)
@@ -320,7 +330,13 @@ func (l *Limiter) call(ctx context.Context, op string, permits int64, extra ...i
 		ctx, cancel = context.WithTimeout(ctx, l.o.timeout)
 		defer cancel()
 	}
-	v, err := l.script.Run(ctx, l.client, l.keys, args...).Slice()
+	var v []interface{}
+	var err error
+	if l.batcher != nil {
+		v, err = l.batcher.do(ctx, args)
+	} else {
+		v, err = l.script.Run(ctx, l.client, l.keys, args...).Slice()
+	}
 	if err != nil {
 		return reply{}, err
 	}

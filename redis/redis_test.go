@@ -22,9 +22,9 @@ var keySeq atomic.Int64
 
 // factory builds limiters on client, each under a fresh key, with the time
 // pinned to the suite's clock.
-func factory(client goredis.UniversalClient) ratelimittest.Factory {
+func factory(client goredis.UniversalClient, opts ...redis.Option) ratelimittest.Factory {
 	return func(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock) ratelimit.Limiter {
-		l, err := redis.New(client, fmt.Sprintf("conformance-%d", keySeq.Add(1)), cfg, redis.WithClock(clock))
+		l, err := redis.New(client, fmt.Sprintf("conformance-%d", keySeq.Add(1)), cfg, append(opts, redis.WithClock(clock))...)
 		if err != nil {
 			t.Fatalf("redis.New(%#v): %v", cfg, err)
 		}
@@ -61,6 +61,14 @@ func TestConformanceRedis(t *testing.T) {
 	ratelimittest.Run(t, factory(realClient(t)), ratelimittest.Tick(time.Microsecond))
 }
 
+// TestConformanceCoalescing: the suite, hammer included, with decisions
+// sent as pipelined batches.
+func TestConformanceCoalescing(t *testing.T) {
+	ratelimittest.Run(t, factory(realClient(t), redis.WithCoalescing()), ratelimittest.Tick(time.Microsecond))
+}
+
+// TestConformanceCluster runs on the real 3-node cluster, with coalescing
+// (pipelines split per node by the cluster client).
 func TestConformanceCluster(t *testing.T) {
-	ratelimittest.Run(t, factory(clusterClient(t)), ratelimittest.Tick(time.Microsecond))
+	ratelimittest.Run(t, factory(clusterClient(t), redis.WithCoalescing()), ratelimittest.Tick(time.Microsecond))
 }
