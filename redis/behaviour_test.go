@@ -131,17 +131,17 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 	c := realClient(t)
 	var n counter
 	c.AddHook(&n)
-	for _, cfg := range []ratelimit.Config{
-		tokenbucket.Config{Rate: 1000, Burst: 10}, fixedwindow.Config{Limit: 10, Window: time.Second},
-		slidingwindow.Config{Limit: 10, Window: time.Second, Segments: 10}, slidingwindow.Config{Limit: 10, Window: time.Second},
-		slidinglog.Config{Limit: 10, Window: time.Second}, concurrency.Config{Limit: 1000},
+	for _, cfg := range []ratelimit.Config{ // limits that all 51 calls fit in: every call goes to Redis
+		tokenbucket.Config{Rate: 1000, Burst: 100}, fixedwindow.Config{Limit: 100, Window: time.Minute},
+		slidingwindow.Config{Limit: 100, Window: time.Minute, Segments: 10}, slidingwindow.Config{Limit: 100, Window: time.Minute},
+		slidinglog.Config{Limit: 100, Window: time.Minute}, concurrency.Config{Limit: 1000},
 	} {
 		l := mustNew(t, c, "rt", cfg)
 		l.Acquire(bg, 1) // loads the script: EVALSHA, then EVAL
 		before := n.n.Load()
 		for i := 0; i < 50; i++ {
-			if _, err := l.Acquire(bg, 1); err != nil {
-				t.Fatal(err)
+			if lease, err := l.Acquire(bg, 1); err != nil || !lease.Acquired() {
+				t.Fatalf("%T: Acquire %d: %v %v", cfg, i, lease, err)
 			}
 		}
 		if got := n.n.Load() - before; got != 50 {
