@@ -8,8 +8,9 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- Integers print in full; floats with 17 digits, so they read back exactly.
-local function int(x) return string.format('%.0f', x) end
+-- Integers print in full (%d is 64-bit in Redis's Lua); floats with 17
+-- digits, so they read back exactly.
+local function int(x) return string.format('%d', x) end
 local function flt(x) return string.format('%.17g', x) end
 
 -- The start of the period of length p that holds t (exact for integers < 2^53).
@@ -77,7 +78,8 @@ end
 -- The reply: granted (0/1), remaining, retry-after ns (-1 unknown), reset-after ns, extra.
 -- RetryAfter is rounded up to the microsecond, the resolution of the
 -- instants: waiting it makes the same request succeed.
+-- Numbers, not strings: an integral Lua number becomes a Redis integer exactly.
 local function reply(granted, remaining, retry_ns, reset_ns, extra)
   if retry_ns > 0 then retry_ns = ceil_div(retry_ns, 1000) * 1000 end
-  return {granted and 1 or 0, int(remaining), int(retry_ns), int(reset_ns), extra or 0}
+  return {granted and 1 or 0, remaining, retry_ns, reset_ns, extra or 0}
 end
