@@ -72,3 +72,21 @@ func TestConformanceCoalescing(t *testing.T) {
 func TestConformanceCluster(t *testing.T) {
 	ratelimittest.Run(t, factory(clusterClient(t), redis.WithCoalescing()), ratelimittest.Tick(time.Microsecond))
 }
+
+// TestConformanceRing runs on a go-redis Ring of two real servers (keys are
+// sharded by their hash tag, so each limiter's keys stay together).
+func TestConformanceRing(t *testing.T) {
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{
+		"a": redistest.Start(t).Addr, "b": redistest.Start(t).Addr,
+	}})
+	t.Cleanup(func() { ring.Close() })
+	ratelimittest.Run(t, factory(ring), ratelimittest.Tick(time.Microsecond))
+}
+
+// TestConformanceSentinel runs through a Sentinel-discovered master
+// (go-redis FailoverClient, as a UniversalClient).
+func TestConformanceSentinel(t *testing.T) {
+	c := goredis.NewUniversalClient(&goredis.UniversalOptions{MasterName: "limitkit", Addrs: []string{redistest.Sentinel(t)}})
+	t.Cleanup(func() { c.Close() })
+	ratelimittest.Run(t, factory(c), ratelimittest.Tick(time.Microsecond))
+}

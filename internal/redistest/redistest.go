@@ -67,7 +67,13 @@ func Start(t testing.TB, extra ...string) *Server {
 
 // StartServer starts a redis-server on a free loopback port with its files
 // in dir; the caller stops it. For programs (the bench program) as for tests.
+// A first extra argument that is not an option is a config file, which
+// redis-server wants first.
 func StartServer(dir string, extra ...string) (*Server, error) {
+	var conf []string
+	if len(extra) > 0 && !strings.HasPrefix(extra[0], "--") {
+		conf, extra = extra[:1], extra[1:]
+	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, err
@@ -79,11 +85,11 @@ func StartServer(dir string, extra ...string) (*Server, error) {
 			return nil, err
 		}
 		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
-		s.args = append([]string{
+		s.args = append(append(conf[:len(conf):len(conf)],
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", s.dir,
 			"--logfile", filepath.Join(s.dir, "redis-"+strconv.Itoa(port)+".log"),
-		}, extra...)
+		), extra...)
 		if lastErr = s.run(bin); lastErr == nil {
 			return s, nil
 		}
@@ -144,6 +150,25 @@ func (s *Server) Restart(t testing.TB) {
 	if err := s.run(bin); err != nil {
 		t.Fatalf("redistest: restart: %v", err)
 	}
+}
+
+// Sentinel starts a master and a sentinel (redis-server --sentinel) that
+// monitors it under the name "limitkit", and returns the sentinel's address.
+func Sentinel(t testing.TB) string {
+	t.Helper()
+	master := Start(t)
+	host, port, _ := net.SplitHostPort(master.Addr)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	if err := os.WriteFile(conf, []byte("sentinel monitor limitkit "+host+" "+port+" 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := StartServer(dir, conf, "--sentinel")
+	if err != nil {
+		t.Fatalf("redistest: sentinel: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s.Addr
 }
 
 // Cluster returns the addresses of a 3-master Redis Cluster with every slot
