@@ -187,7 +187,7 @@ func run(c config, stdout io.Writer, say func(string, ...any)) error {
 			say("memory: %s", a.name)
 			res.memory = append(res.memory, heapPerLimiter(a, 100_000))
 			if real != nil {
-				f, err := redisPerKey(real, a, 20_000)
+				f, err := redisPerKey(real, a, 100_000)
 				if err != nil {
 					return err
 				}

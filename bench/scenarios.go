@@ -421,9 +421,17 @@ func redisPerKey(client *goredis.Client, a algorithm, n int) (footprint, error) 
 	for _, l := range ls {
 		l.Close()
 	}
-	iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		client.Del(ctx, iter.Val())
+	for cursor := uint64(0); ; { // remove the keys, a page at a time
+		keys, next, err := client.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err != nil {
+			return footprint{}, err
+		}
+		if len(keys) > 0 {
+			client.Unlink(ctx, keys...)
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
 	}
 	return footprint{algorithm: a.name, backend: "redis", bytesPerKey: float64(after-before) / float64(n)}, err
 }

@@ -197,7 +197,6 @@ func (l *limiter[S, M]) Acquire(_ context.Context, permits int) (ratelimit.Lease
 	if lease, ok := l.fast(int64(permits), true); ok {
 		return lease, nil
 	}
-	l.mu.Lock()
 	return l.acquireSlow(int64(permits))
 }
 
@@ -236,9 +235,9 @@ func (l *limiter[S, M]) fast(p int64, refusals bool) (lease ratelimit.Lease, ok 
 	return lease, ok
 }
 
-// acquireSlow is Acquire on a closed limiter, a non-empty queue or a fake
-// clock. It requires l.mu and unlocks it.
+// acquireSlow is Acquire on a closed limiter, a non-empty queue or a fake clock.
 func (l *limiter[S, M]) acquireSlow(p int64) (ratelimit.Lease, error) {
+	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return ratelimit.Lease{}, ratelimit.ErrClosed
