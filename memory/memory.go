@@ -55,34 +55,31 @@ func WithClock(c ratelimit.Clock) Option { return func(o *options) { o.clock = c
 // New returns an in-memory limiter for cfg, which must be one of the
 // algorithm packages' Config values (or pointers to them).
 func New(cfg ratelimit.Config, opts ...Option) (Limiter, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := apply(opts)
 	switch c := cfg.(type) {
 	case tokenbucket.Config:
 		m, err := tokenbucket.NewModel(c)
-		return build(c, m, err, o)
+		return build(m, err, c.Capacity(), c.QueueOptions(), o)
 	case *tokenbucket.Config:
 		return New(*c, opts...)
 	case fixedwindow.Config:
 		m, err := fixedwindow.NewModel(c)
-		return build(c, m, err, o)
+		return build(m, err, c.Capacity(), c.QueueOptions(), o)
 	case *fixedwindow.Config:
 		return New(*c, opts...)
 	case slidingwindow.Config:
 		m, err := slidingwindow.NewModel(c)
-		return build(c, m, err, o)
+		return build(m, err, c.Capacity(), c.QueueOptions(), o)
 	case *slidingwindow.Config:
 		return New(*c, opts...)
 	case slidinglog.Config:
 		m, err := slidinglog.NewModel(c)
-		return build(c, m, err, o)
+		return build(m, err, c.Capacity(), c.QueueOptions(), o)
 	case *slidinglog.Config:
 		return New(*c, opts...)
 	case concurrency.Config:
 		m, err := concurrency.NewModel(c)
-		return build(c, m, err, o)
+		return build(m, err, c.Capacity(), c.QueueOptions(), o)
 	case *concurrency.Config:
 		return New(*c, opts...)
 	case nil:
@@ -113,20 +110,34 @@ type releaser[S any] interface {
 // timeless is a model whose decisions do not depend on time (concurrency).
 type timeless interface{ Timeless() bool }
 
-func build[S any, M model[S]](cfg ratelimit.Config, m M, err error, o options) (Limiter, error) {
+// apply collects the options; it allocates only when there are some.
+func apply(opts []Option) options {
+	if len(opts) == 0 {
+		return options{}
+	}
+	o := new(options)
+	for _, opt := range opts {
+		opt(o)
+	}
+	return *o
+}
+
+func build[S any, M model[S]](m M, err error, capacity int64, queue ratelimit.Queue, o options) (Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
 	l := &limiter[S, M]{
 		model:    m,
 		state:    m.Initial(),
-		capacity: cfg.Capacity(),
-		queue:    cfg.QueueOptions(),
+		capacity: capacity,
+		queue:    queue,
 		clock:    o.clock,
 	}
-	l.reserver, _ = any(m).(reserver[S])
-	l.releaser, _ = any(m).(releaser[S])
-	if t, ok := any(m).(timeless); ok {
+	// Asserted on a pointer to the model already on the heap: no copy is boxed.
+	mp := any(&l.model)
+	l.reserver, _ = mp.(reserver[S])
+	l.releaser, _ = mp.(releaser[S])
+	if t, ok := mp.(timeless); ok {
 		l.timeless = t.Timeless()
 	}
 	l.emptied = l.now()

@@ -79,6 +79,7 @@ type Limiter[R any] struct {
 type shard struct {
 	mu         sync.RWMutex
 	partitions map[string]*partition
+	free       []*partition // evicted, for reuse: nobody holds them (evicted with nothing in flight)
 }
 
 type partition struct {
@@ -189,7 +190,13 @@ func (l *Limiter[R]) create(s *shard, key string) (*partition, error) {
 		closeLimiter(lim)
 		return nil, nil
 	}
-	p := &partition{limiter: lim}
+	var p *partition
+	if n := len(s.free); n > 0 {
+		p, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		p = new(partition)
+	}
+	p.limiter = lim
 	p.inflight.Add(1)
 	s.partitions[key] = p
 	l.live.Add(1)
@@ -227,12 +234,14 @@ func (l *Limiter[R]) idle(p *partition) (time.Duration, bool) {
 	return i.IdleFor()
 }
 
-// evict removes p. Requires s.mu.
+// evict removes p and keeps it for reuse. Requires s.mu.
 func (l *Limiter[R]) evict(s *shard, key string, p *partition) {
 	delete(s.partitions, key)
 	l.live.Add(-1)
 	l.stats.evicted.Add(1)
 	closeLimiter(p.limiter)
+	p.limiter = nil
+	s.free = append(s.free, p)
 }
 
 func closeLimiter(lim ratelimit.Limiter) {

@@ -268,3 +268,40 @@ func TestRedisPartitions(t *testing.T) {
 		t.Fatalf("after eviction: %v, want the window's state kept in Redis (1 left)", l)
 	}
 }
+
+// BenchmarkCreatePartition: allocations to create a partition on first use
+// (the key string is the resource itself here, so it is not counted).
+func BenchmarkCreatePartition(b *testing.B) {
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user-%d", i)
+	}
+	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, MaxPartitions: b.N + 1,
+		New: func(string) (ratelimit.Limiter, error) { return memory.New(tokenbucket.Config{Rate: 10, Burst: 10}) }})
+	defer p.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p.Acquire(bg, keys[i], 1)
+	}
+}
+
+// BenchmarkCreatePartitionChurn: creating partitions while idle ones are
+// evicted, as under a flood of new clients: the evicted slots are reused.
+func BenchmarkCreatePartitionChurn(b *testing.B) {
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user-%d", i)
+	}
+	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, MaxPartitions: 1000,
+		New: func(string) (ratelimit.Limiter, error) { return memory.New(tokenbucket.Config{Rate: 1e9, Burst: 10}) }})
+	defer p.Close()
+	for i := 0; i < 2000; i++ { // fill to the bound
+		p.Acquire(bg, fmt.Sprint(i), 1)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p.Acquire(bg, keys[i], 1) // refilled within a microsecond: idle, so evictable for the next key
+	}
+}
