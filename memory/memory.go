@@ -311,9 +311,9 @@ func (l *limiter[S, M]) enqueue(ctx context.Context, p int64) (w *waiter, lease 
 	if l.head == nil || l.queue.Order == ratelimit.NewestFirst || p == 0 {
 		var st S
 		st, d = l.model.Step(l.state, now, p)
-		if d.Granted || p == 0 {
+		if d.Granted || p == 0 { // a status check answers at once, and is not counted
 			l.state = st
-			return nil, l.grant(d, p), nil
+			return nil, l.lease(d, p, ratelimit.ReasonLimit), nil
 		}
 		l.state = st
 	}

@@ -120,3 +120,22 @@ func TestCancelledHeadLetsNextThrough(t *testing.T) {
 		t.Fatalf("b: %v %v, want granted once a left the queue", r.lease, r.err)
 	}
 }
+
+// TestStatusChecksAreNotCounted: Acquire(0) and Wait(0) report availability
+// without counting as granted or refused requests.
+func TestStatusChecksAreNotCounted(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, fixedwindow.Config{Limit: 1, Window: time.Second, Queue: ratelimit.Queue{Limit: 1}}, clock)
+	l.Acquire(bg, 1)
+	for i := 0; i < 3; i++ {
+		if a, _ := l.Acquire(bg, 0); a.Acquired() {
+			t.Fatal("status check granted on an exhausted limiter")
+		}
+		if w, _ := l.Wait(bg, 0); w.Acquired() {
+			t.Fatal("Wait(0) granted on an exhausted limiter")
+		}
+	}
+	if s := l.Stats(); s.Granted != 1 || s.Refused != 0 {
+		t.Fatalf("Stats = %+v, want 1 granted and no refusal counted for status checks", s)
+	}
+}
