@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,9 +28,20 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func perKey(t testing.TB, cfg ratelimit.Config, clock ratelimit.Clock) *partitioned.Limiter[string] {
+	return perKeySeen(t, cfg, clock, &sync.Map{})
+}
+
+// perKeySeen is perKey keeping each partition's limiter in seen.
+func perKeySeen(t testing.TB, cfg ratelimit.Config, clock ratelimit.Clock, seen *sync.Map) *partitioned.Limiter[string] {
 	l, err := partitioned.New(partitioned.Config[string]{
-		Key:   func(s string) string { return s },
-		New:   func(string) (ratelimit.Limiter, error) { return memory.New(cfg, memory.WithClock(clock)) },
+		Key: func(s string) string { return s },
+		New: func(key string) (ratelimit.Limiter, error) {
+			m, err := memory.New(cfg, memory.WithClock(clock))
+			if err == nil {
+				seen.Store(key, m)
+			}
+			return m, err
+		},
 		Clock: clock,
 	})
 	if err != nil {
@@ -292,7 +304,8 @@ func TestTransportWaitCancel(t *testing.T) {
 	status.Store(200)
 	srv, hits := upstream(t, &status, nil)
 	cfg := fixedwindow.Config{Limit: 1, Window: time.Hour, Queue: ratelimit.Queue{Limit: 1}}
-	tr := &httplimit.Transport{Limiter: perKey(t, cfg, ratelimit.SystemClock)}
+	var seen sync.Map
+	tr := &httplimit.Transport{Limiter: perKeySeen(t, cfg, ratelimit.SystemClock, &seen)}
 	resp, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +317,15 @@ func TestTransportWaitCancel(t *testing.T) {
 		_, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil).WithContext(ctx))
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Microsecond) { // the request is waiting
+		if l, ok := seen.Load(host); ok && l.(memory.Limiter).Stats().Queued == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never queued")
+		}
+	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) || hits.Load() != 1 {
 		t.Fatalf("cancelled wait: %v, hits %d", err, hits.Load())

@@ -33,6 +33,31 @@ func memoryOf(cfg ratelimit.Config, clock ratelimit.Clock) func(string) (ratelim
 	return func(string) (ratelimit.Limiter, error) { return memory.New(cfg, memory.WithClock(clock)) }
 }
 
+// recordingOf is memoryOf that keeps each partition's limiter in seen, so a
+// test can tell when a waiter is queued in it.
+func recordingOf(cfg ratelimit.Config, clock ratelimit.Clock, seen *sync.Map) func(string) (ratelimit.Limiter, error) {
+	return func(key string) (ratelimit.Limiter, error) {
+		l, err := memory.New(cfg, memory.WithClock(clock))
+		if err == nil {
+			seen.Store(key, l)
+		}
+		return l, err
+	}
+}
+
+// waitQueued returns once a waiter is queued in key's partition.
+func waitQueued(t *testing.T, seen *sync.Map, key string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Microsecond) {
+		if l, ok := seen.Load(key); ok && l.(memory.Limiter).Stats().Queued > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no waiter queued in partition %q within 5s", key)
+		}
+	}
+}
+
 func newPartitioned(t *testing.T, c partitioned.Config[string]) *partitioned.Limiter[string] {
 	t.Helper()
 	l, err := partitioned.New(c)
@@ -79,13 +104,14 @@ func TestEvictionIsLossless(t *testing.T) {
 func TestActivePartitionsStay(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	cfg := concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}}
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), IdleTimeout: time.Second, Clock: clock})
+	var seen sync.Map
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: recordingOf(cfg, clock, &seen), IdleTimeout: time.Second, Clock: clock})
 	held, _ := p.Acquire(bg, "held", 1)
 	p.Acquire(bg, "w", 1)
 	waited := make(chan ratelimit.Lease, 1)
 	ctx, cancel := context.WithCancel(bg)
 	go func() { l, _ := p.Wait(ctx, "w", 1); waited <- l }()
-	time.Sleep(20 * time.Millisecond) // let the waiter queue
+	waitQueued(t, &seen, "w")
 	clock.Advance(time.Hour)
 	if s := p.Stats(); s.Live != 2 || s.Evicted != 0 {
 		t.Fatalf("after an hour: %+v, want both partitions alive", s)
@@ -158,11 +184,12 @@ func TestConcurrentFirstUseCreatesOnePartition(t *testing.T) {
 
 func TestCloseWithWaiters(t *testing.T) {
 	clock := ratelimittest.NewClock()
-	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, New: memoryOf(concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}}, clock), Clock: clock})
+	var seen sync.Map
+	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, New: recordingOf(concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}}, clock, &seen), Clock: clock})
 	p.Acquire(bg, "k", 1)
 	done := make(chan ratelimit.Lease, 1)
 	go func() { l, _ := p.Wait(bg, "k", 1); done <- l }()
-	time.Sleep(20 * time.Millisecond)
+	waitQueued(t, &seen, "k")
 	p.Close()
 	if l := <-done; l.Reason() != ratelimit.ReasonClosed {
 		t.Fatalf("waiter at Close: %v, want ReasonClosed", l)
