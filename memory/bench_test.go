@@ -38,7 +38,6 @@ var benchConfigs = []struct {
 // BenchmarkAcquire: one decision (and Release, a no-op but for concurrency)
 // on one goroutine, against x/time/rate's AllowN(time.Now(), 1).
 func BenchmarkAcquire(b *testing.B) {
-	ctx := context.Background()
 	b.Run("x-time-rate", func(b *testing.B) {
 		l := rate.NewLimiter(1e12, 1<<40)
 		b.ReportAllocs()
@@ -48,13 +47,20 @@ func BenchmarkAcquire(b *testing.B) {
 			}
 		}
 	})
+	benchGrants(b, memory.Limiter.Acquire)
+}
+
+// benchGrants runs op (Acquire or Wait) for one permit, then Release, on
+// every benchmark config; every call must be a grant.
+func benchGrants(b *testing.B, op func(memory.Limiter, context.Context, int) (ratelimit.Lease, error)) {
+	ctx := context.Background()
 	for _, c := range benchConfigs {
 		b.Run(c.name, func(b *testing.B) {
 			l, _ := memory.New(c.cfg)
 			defer l.Close()
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				lease, _ := l.Acquire(ctx, 1)
+				lease, _ := op(l, ctx, 1)
 				if !lease.Acquired() {
 					b.Fatal("refused")
 				}
@@ -92,23 +98,7 @@ func BenchmarkAcquireParallel(b *testing.B) {
 }
 
 // BenchmarkWait: Wait when permits are available, to compare with Acquire.
-func BenchmarkWait(b *testing.B) {
-	ctx := context.Background()
-	for _, c := range benchConfigs {
-		b.Run(c.name, func(b *testing.B) {
-			l, _ := memory.New(c.cfg)
-			defer l.Close()
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				lease, _ := l.Wait(ctx, 1)
-				if !lease.Acquired() {
-					b.Fatal("refused")
-				}
-				lease.Release()
-			}
-		})
-	}
-}
+func BenchmarkWait(b *testing.B) { benchGrants(b, memory.Limiter.Wait) }
 
 // BenchmarkWaiters: 1,000 goroutines Wait on one token bucket limited to
 // 10,000 permits/s for 2s (b.N is ignored: run with -benchtime=1x). Reports

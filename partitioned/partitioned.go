@@ -294,9 +294,9 @@ func (l *Limiter[R]) Close() error {
 			delete(s.partitions, key)
 			closeLimiter(p.limiter)
 		}
-		l.live.Store(0)
 		s.mu.Unlock()
 	}
+	l.live.Store(0)
 	return nil
 }
 

@@ -175,12 +175,12 @@ type refusal struct {
 }
 
 // cached answers from the remembered refusal, when it applies.
-func (l *Limiter) cached(p int64) (ratelimit.Lease, bool) {
+func (l *Limiter) cached(p int64, at time.Time) (ratelimit.Lease, bool) {
 	r := l.refusal.Load()
 	if r == nil || max(p, 1) != r.permits {
 		return ratelimit.Lease{}, false
 	}
-	now := l.localNow().UnixNano()
+	now := at.UnixNano()
 	if now >= r.until {
 		return ratelimit.Lease{}, false
 	}
@@ -311,9 +311,9 @@ func (l *Limiter) localNow() time.Time {
 	return time.Now()
 }
 
-// call runs the script once: ARGV is now, permits, [op], params, extra.
-func (l *Limiter) call(ctx context.Context, op string, permits int64, extra ...interface{}) (reply, error) {
-	local := l.localNow()
+// call runs the script once at the local instant local (read by the caller,
+// which may need it too): ARGV is now, permits, [op], params, extra.
+func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits int64, extra ...interface{}) (reply, error) {
 	l.used.Store(local.UnixNano())
 	now := ""
 	if l.o.clock != nil {
@@ -389,15 +389,15 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 		return ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: l.capacity, Limit: l.capacity}, 0, nil, 0), nil
 	}
 	p := int64(permits)
-	if lease, ok := l.cached(p); ok {
+	at := l.localNow()
+	if lease, ok := l.cached(p, at); ok {
 		return lease, nil
 	}
 	id := ""
 	if l.release {
 		id = l.holderID()
 	}
-	at := l.localNow()
-	r, err := l.call(ctx, "a", p, l.tail(id)...)
+	r, err := l.call(ctx, at, "a", p, l.tail(id)...)
 	if err != nil {
 		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Acquire(ctx, permits) })
 	}
@@ -501,7 +501,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 	if deadline, ok := ctx.Deadline(); ok {
 		maxWait = max(int64(l.until(deadline)), 0)
 	}
-	r, err := l.call(ctx, "w", p, maxWait)
+	r, err := l.call(ctx, l.localNow(), "w", p, maxWait)
 	if err != nil {
 		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Wait(ctx, int(p)) })
 	}
@@ -517,7 +517,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 	if err != nil || lease.Reason() == ratelimit.ReasonClosed {
 		// Give the reserved tokens back; the caller's ctx may be done.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		l.call(rctx, "f", p, -1)
+		l.call(rctx, l.localNow(), "f", p, -1)
 		cancel()
 		return lease, err
 	}
@@ -587,7 +587,7 @@ func (l *Limiter) Stats() ratelimit.Stats {
 	if l.unlimited {
 		return ratelimit.Stats{Available: l.capacity}
 	}
-	r, err := l.call(context.Background(), "a", 0, l.tail("-")...)
+	r, err := l.call(context.Background(), l.localNow(), "a", 0, l.tail("-")...)
 	if err != nil {
 		return ratelimit.Stats{}
 	}
@@ -624,7 +624,7 @@ func (h *holder) Release(uint64) {
 	h.l.nHolders.Add(-1)
 	ctx, cancel := context.WithTimeout(context.Background(), max(h.l.o.timeout, 5*time.Second))
 	defer cancel()
-	h.l.call(ctx, "r", h.permits, h.id) // on failure the holder expires after the lease TTL
+	h.l.call(ctx, h.l.localNow(), "r", h.permits, h.id) // on failure the holder expires after the lease TTL
 }
 
 // renew extends every held lease each TTL/3, until none is held or the
@@ -649,7 +649,7 @@ func (l *Limiter) renew() {
 		l.holders.Range(func(_, v any) bool {
 			h := v.(*holder)
 			ctx, cancel := context.WithTimeout(context.Background(), l.o.leaseTTL/3)
-			l.call(ctx, "n", h.permits, h.id)
+			l.call(ctx, l.localNow(), "n", h.permits, h.id)
 			cancel()
 			return true
 		})
