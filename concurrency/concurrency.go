@@ -55,15 +55,15 @@ func NewModel(c Config) (Model, error) {
 }
 
 // Initial is the state with nothing held.
-func (m Model) Initial() State { return State{} }
+func (m *Model) Initial() State { return State{} }
 
 // Timeless reports that decisions do not depend on time: backends need not
 // read the clock.
-func (m Model) Timeless() bool { return true }
+func (m *Model) Timeless() bool { return true }
 
 // Step decides a request for permits; permits == 0 is a status check.
 // RetryAfter is always unknown (negative).
-func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	d := ratelimit.Decision{Limit: m.limit, RetryAfter: -1}
 	if s.Held+max(permits, 1) <= m.limit {
 		d.Granted = true
@@ -74,18 +74,18 @@ func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 }
 
 // Release gives back permits held.
-func (m Model) Release(s State, now, permits int64) State {
+func (m *Model) Release(s State, now, permits int64) State {
 	s.Held -= permits
 	return s
 }
 
 // Available is the number of permits not held.
-func (m Model) Available(s State, now int64) int64 { return m.limit - s.Held }
+func (m *Model) Available(s State, now int64) int64 { return m.limit - s.Held }
 
 // InitialAt is math.MinInt64 when nothing is held (the state is initial;
 // since when is the backend's to track) and math.MaxInt64 while permits are
 // held.
-func (m Model) InitialAt(s State) int64 {
+func (m *Model) InitialAt(s State) int64 {
 	if s.Held > 0 {
 		return math.MaxInt64
 	}

@@ -69,9 +69,9 @@ func NewModel(c Config) (Model, error) {
 }
 
 // Initial is an empty window.
-func (m Model) Initial() State { return State{} }
+func (m *Model) Initial() State { return State{} }
 
-func (m Model) at(s State, now int64) State {
+func (m *Model) at(s State, now int64) State {
 	if check.Within(now, s.Start, m.window) {
 		return s
 	}
@@ -84,7 +84,7 @@ func (m Model) at(s State, now int64) State {
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal leaves the state unchanged; its RetryAfter is the time to the
 // window's end, when the whole Limit is available again.
-func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	cur := m.at(s, now)
 	end := cur.Start + m.window
 	d := ratelimit.Decision{Limit: m.limit, RetryAfter: -1, ResetAfter: time.Duration(end - now)}
@@ -103,10 +103,10 @@ func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 }
 
 // Available is the number of permits left in the current window.
-func (m Model) Available(s State, now int64) int64 { return m.limit - m.at(s, now).Count }
+func (m *Model) Available(s State, now int64) int64 { return m.limit - m.at(s, now).Count }
 
 // InitialAt is the instant from which s, left alone, is an empty window.
-func (m Model) InitialAt(s State) int64 {
+func (m *Model) InitialAt(s State) int64 {
 	if s.Count == 0 {
 		return math.MinInt64
 	}

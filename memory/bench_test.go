@@ -47,12 +47,13 @@ func BenchmarkAcquire(b *testing.B) {
 			}
 		}
 	})
-	benchGrants(b, memory.Limiter.Acquire)
+	benchGrants(b, false)
 }
 
-// benchGrants runs op (Acquire or Wait) for one permit, then Release, on
-// every benchmark config; every call must be a grant.
-func benchGrants(b *testing.B, op func(memory.Limiter, context.Context, int) (ratelimit.Lease, error)) {
+// benchGrants runs Acquire (or Wait) for one permit, then Release, on every
+// benchmark config; every call must be a grant. The limiter is called
+// directly through the memory.Limiter interface, as users call it.
+func benchGrants(b *testing.B, wait bool) {
 	ctx := context.Background()
 	for _, c := range benchConfigs {
 		b.Run(c.name, func(b *testing.B) {
@@ -60,7 +61,12 @@ func benchGrants(b *testing.B, op func(memory.Limiter, context.Context, int) (ra
 			defer l.Close()
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				lease, _ := op(l, ctx, 1)
+				var lease ratelimit.Lease
+				if wait {
+					lease, _ = l.Wait(ctx, 1)
+				} else {
+					lease, _ = l.Acquire(ctx, 1)
+				}
 				if !lease.Acquired() {
 					b.Fatal("refused")
 				}
@@ -98,7 +104,7 @@ func BenchmarkAcquireParallel(b *testing.B) {
 }
 
 // BenchmarkWait: Wait when permits are available, to compare with Acquire.
-func BenchmarkWait(b *testing.B) { benchGrants(b, memory.Limiter.Wait) }
+func BenchmarkWait(b *testing.B) { benchGrants(b, true) }
 
 // BenchmarkWaiters: 1,000 goroutines Wait on one token bucket limited to
 // 10,000 permits/s for 2s (b.N is ignored: run with -benchtime=1x). Reports

@@ -96,10 +96,10 @@ func NewModel(c Config) (Model, error) {
 }
 
 // Initial is an empty log.
-func (m Model) Initial() State { return State{} }
+func (m *Model) Initial() State { return State{} }
 
 // expired counts the oldest entries and permits that have left the window at now.
-func (m Model) expired(s *State, now int64) (n int, permits int64) {
+func (m *Model) expired(s *State, now int64) (n int, permits int64) {
 	for n < s.Len {
 		e := s.at(n)
 		if e.At+m.window > now {
@@ -114,7 +114,7 @@ func (m Model) expired(s *State, now int64) (n int, permits int64) {
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal changes nothing but dropping expired entries; its RetryAfter is
 // when enough of the oldest grants leave the window.
-func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	n, p := m.expired(&s, now)
 	if n > 0 {
 		s.Head = (s.Head + n) % len(s.Ring)
@@ -146,13 +146,13 @@ func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 
 // Available is the number of permits that could be granted at now; it reads s
 // without changing it.
-func (m Model) Available(s State, now int64) int64 {
+func (m *Model) Available(s State, now int64) int64 {
 	_, p := m.expired(&s, now)
 	return m.limit - s.Total + p
 }
 
 // InitialAt is the instant from which s, left alone, is an empty log.
-func (m Model) InitialAt(s State) int64 {
+func (m *Model) InitialAt(s State) int64 {
 	if s.Len == 0 {
 		return math.MinInt64
 	}

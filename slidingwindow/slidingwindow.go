@@ -69,14 +69,15 @@ func (c Config) Capacity() int64 { return int64(c.Limit) }
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
 
 // State of a sliding window. Segmented: Counts is a ring of per-segment
-// counts, Start the start of the newest segment, Total their sum. Weighted:
-// Start is the current fixed window's start, Total its count and Prev the
-// previous window's count. Instants are nanoseconds since the Unix epoch.
-// Step updates Counts in place.
+// counts, Start the start of the newest segment, Head its index in Counts and
+// Total their sum. Weighted: Start is the current fixed window's start, Total
+// its count and Prev the previous window's count. Instants are nanoseconds
+// since the Unix epoch. Step updates Counts in place.
 type State struct {
 	Start  int64
 	Total  int64
 	Prev   int64
+	Head   int64
 	Counts []int64
 }
 
@@ -101,7 +102,7 @@ func NewModel(c Config) (Model, error) {
 }
 
 // Initial is an empty window.
-func (m Model) Initial() State {
+func (m *Model) Initial() State {
 	if m.segments > 0 {
 		return State{Counts: make([]int64, m.segments)}
 	}
@@ -110,7 +111,7 @@ func (m Model) Initial() State {
 
 // at moves s forward to now: segments (or windows) that left the window are
 // dropped. Segmented states are changed in place.
-func (m Model) at(s State, now int64) State {
+func (m *Model) at(s State, now int64) State {
 	if m.segments == 0 {
 		if check.Within(now, s.Start, m.window) {
 			return s
@@ -134,18 +135,34 @@ func (m Model) at(s State, now int64) State {
 	if (start-s.Start)/m.seg >= m.segments {
 		clear(s.Counts)
 		s.Total = 0
+		s.Head = m.index(start)
 	} else {
 		for t := s.Start + m.seg; t <= start; t += m.seg {
-			c := &s.Counts[m.index(t)]
-			s.Total -= *c
-			*c = 0
+			s.Head = m.next(s.Head)
+			s.Total -= s.Counts[s.Head]
+			s.Counts[s.Head] = 0
 		}
 	}
 	s.Start = start
 	return s
 }
 
-func (m Model) index(start int64) int64 {
+// next and prev step a ring index forward and back.
+func (m *Model) next(i int64) int64 {
+	if i++; i == m.segments {
+		return 0
+	}
+	return i
+}
+
+func (m *Model) prev(i int64) int64 {
+	if i == 0 {
+		return m.segments - 1
+	}
+	return i - 1
+}
+
+func (m *Model) index(start int64) int64 {
 	i := (start / m.seg) % m.segments
 	if i < 0 {
 		i += m.segments
@@ -155,11 +172,16 @@ func (m Model) index(start int64) int64 {
 
 // weight is the weighted form's estimate of the permits in the sliding
 // window ending at now, for a state already moved to now.
-func (m Model) weight(s State, now int64) float64 {
-	return float64(s.Prev)*float64(m.window-(now-s.Start))/float64(m.window) + float64(s.Total)
+func (m *Model) weight(s State, now int64) float64 {
+	return m.previous(s, now) + float64(s.Total)
 }
 
-func (m Model) fits(s State, now, permits int64) bool {
+// previous is the previous window's share of the weight.
+func (m *Model) previous(s State, now int64) float64 {
+	return float64(s.Prev) * float64(m.window-(now-s.Start)) / float64(m.window)
+}
+
+func (m *Model) fits(s State, now, permits int64) bool {
 	if m.segments > 0 {
 		return s.Total+permits <= m.limit
 	}
@@ -169,19 +191,30 @@ func (m Model) fits(s State, now, permits int64) bool {
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal changes nothing but dropping what left the window; its RetryAfter
 // is exact: the same request is granted after it and refused 1ns earlier.
-func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	s = m.at(s, now)
 	d := ratelimit.Decision{Limit: m.limit, RetryAfter: -1}
-	if m.fits(s, now, max(permits, 1)) {
-		d.Granted = true
-		s.Total += permits
-		if m.segments > 0 {
-			s.Counts[m.index(s.Start)] += permits
+	want := max(permits, 1)
+	if m.segments > 0 {
+		// s is at now: Available(s, now) is what the ring holds.
+		if s.Total+want <= m.limit {
+			d.Granted = true
+			s.Total += permits
+			s.Counts[s.Head] += permits
+		} else {
+			d.RetryAfter = time.Duration(m.earliest(s, now, want) - now)
 		}
+		d.Remaining = m.limit - s.Total
 	} else {
-		d.RetryAfter = time.Duration(m.earliest(s, now, max(permits, 1)) - now)
+		prev := m.previous(s, now) // weight(s, now), computed once
+		if prev+float64(s.Total)+float64(want) <= float64(m.limit) {
+			d.Granted = true
+			s.Total += permits
+		} else {
+			d.RetryAfter = time.Duration(m.earliest(s, now, want) - now)
+		}
+		d.Remaining = check.Floor(float64(m.limit) - (prev + float64(s.Total)))
 	}
-	d.Remaining = m.Available(s, now)
 	if at := m.InitialAt(s); at > now {
 		d.ResetAfter = time.Duration(at - now)
 	}
@@ -189,15 +222,16 @@ func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 }
 
 // earliest is the first instant at which permits fit, for s moved to now.
-func (m Model) earliest(s State, now, permits int64) int64 {
+func (m *Model) earliest(s State, now, permits int64) int64 {
 	if m.segments > 0 {
 		need := s.Total + permits - m.limit
-		oldest := s.Start - (m.segments-1)*m.seg
-		for t := oldest; t <= s.Start; t += m.seg {
-			need -= s.Counts[m.index(t)]
+		i := m.next(s.Head) // the oldest segment
+		for t := s.Start - (m.segments-1)*m.seg; t <= s.Start; t += m.seg {
+			need -= s.Counts[i]
 			if need <= 0 {
 				return t + m.window
 			}
+			i = m.next(i)
 		}
 		return s.Start + m.window // unreachable: permits <= limit
 	}
@@ -209,7 +243,7 @@ func (m Model) earliest(s State, now, permits int64) int64 {
 }
 
 // guess solves the weighted form's inequality in floats; earliest refines it.
-func (m Model) guess(s State, permits int64) int64 {
+func (m *Model) guess(s State, permits int64) int64 {
 	w := float64(m.window)
 	if s.Total+permits <= m.limit && s.Prev > 0 {
 		return s.Start + int64(w*(1-float64(m.limit-s.Total-permits)/float64(s.Prev)))
@@ -222,15 +256,17 @@ func (m Model) guess(s State, permits int64) int64 {
 
 // Available is the number of permits that could be granted at now. It reads
 // s without changing it.
-func (m Model) Available(s State, now int64) int64 {
+func (m *Model) Available(s State, now int64) int64 {
 	if m.segments > 0 {
 		total := s.Total
-		start := check.FloorStart(now, m.seg)
-		if (start-s.Start)/m.seg >= m.segments {
-			total = 0
-		} else {
-			for t := s.Start + m.seg; t <= start; t += m.seg {
-				total -= s.Counts[m.index(t)]
+		if now-s.Start >= m.seg { // segments left the window since s
+			start := check.FloorStart(now, m.seg)
+			if (start-s.Start)/m.seg >= m.segments {
+				total = 0
+			} else {
+				for t, i := s.Start+m.seg, m.next(s.Head); t <= start; t, i = t+m.seg, m.next(i) {
+					total -= s.Counts[i]
+				}
 			}
 		}
 		return m.limit - total
@@ -240,7 +276,7 @@ func (m Model) Available(s State, now int64) int64 {
 }
 
 // InitialAt is the instant from which s, left alone, is an empty window.
-func (m Model) InitialAt(s State) int64 {
+func (m *Model) InitialAt(s State) int64 {
 	if m.segments == 0 {
 		switch {
 		case s.Total > 0:
@@ -250,8 +286,8 @@ func (m Model) InitialAt(s State) int64 {
 		}
 		return math.MinInt64
 	}
-	for t := s.Start; t > s.Start-m.window; t -= m.seg {
-		if s.Counts[m.index(t)] != 0 {
+	for t, i := s.Start, s.Head; t > s.Start-m.window; t, i = t-m.seg, m.prev(i) {
+		if s.Counts[i] != 0 {
 			return t + m.window
 		}
 	}

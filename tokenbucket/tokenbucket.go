@@ -125,10 +125,10 @@ func NewModel(c Config) (Model, error) {
 }
 
 // Initial is the state of a new limiter: a full bucket.
-func (m Model) Initial() State { return State{Tokens: float64(m.burst)} }
+func (m *Model) Initial() State { return State{Tokens: float64(m.burst)} }
 
 // tokensAt is the bucket's content at now, before any request (x/time/rate's advance).
-func (m Model) tokensAt(s State, now int64) State {
+func (m *Model) tokensAt(s State, now int64) State {
 	if m.period > 0 {
 		if check.Within(now, s.Last, m.period) {
 			return s
@@ -156,13 +156,13 @@ func (m Model) tokensAt(s State, now int64) State {
 
 // durationFromTokens is x/time/rate's conversion of a token count to the
 // time it takes to accumulate them, saturating instead of overflowing.
-func (m Model) durationFromTokens(tokens float64) float64 {
+func (m *Model) durationFromTokens(tokens float64) float64 {
 	return (tokens / m.limit) * float64(time.Second)
 }
 
 // dueAt is the instant a bucket left with s after a take at now has repaid
 // its debt: now when it is not in debt.
-func (m Model) dueAt(s State, now int64) int64 {
+func (m *Model) dueAt(s State, now int64) int64 {
 	if s.Tokens >= 0 {
 		return now
 	}
@@ -176,7 +176,7 @@ func (m Model) dueAt(s State, now int64) int64 {
 // granted when at least one token is available, and the state is unchanged.
 // A refusal leaves the state unchanged and carries the exact RetryAfter: the
 // same request is granted at now+RetryAfter and refused one nanosecond earlier.
-func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	d := ratelimit.Decision{Limit: m.burst, RetryAfter: -1}
 	if m.inf {
 		d.Granted, d.Remaining = true, m.burst
@@ -202,7 +202,7 @@ func (m Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 
 // resetAfter is how long until the bucket left at cur (at now) is full again,
 // rounded up to the nanosecond; the closed form of InitialAt, for headers.
-func (m Model) resetAfter(cur State, now int64) time.Duration {
+func (m *Model) resetAfter(cur State, now int64) time.Duration {
 	missing := float64(m.burst) - cur.Tokens
 	switch {
 	case missing <= 0:
@@ -215,12 +215,12 @@ func (m Model) resetAfter(cur State, now int64) time.Duration {
 
 // fits reports whether a bucket left with s after a take is within its means:
 // like x/time/rate, it grants when the debt would be repaid in under 1ns.
-func (m Model) fits(s State) bool {
+func (m *Model) fits(s State) bool {
 	return s.Tokens >= 0 || (m.period == 0 && time.Duration(m.durationFromTokens(-s.Tokens)) <= 0)
 }
 
 // earliest is the first instant at which permits can be taken from s.
-func (m Model) earliest(s State, now, permits int64) int64 {
+func (m *Model) earliest(s State, now, permits int64) int64 {
 	ok := func(t int64) bool {
 		a := m.tokensAt(s, t)
 		a.Tokens -= float64(permits)
@@ -237,7 +237,7 @@ func (m Model) earliest(s State, now, permits int64) int64 {
 // Reserve takes permits at now even if that puts the bucket into debt, and
 // returns the instant the debt is repaid: when the reservation may proceed.
 // The caller bounds the debt (the memory backend by its queue limit).
-func (m Model) Reserve(s State, now, permits int64) (State, int64) {
+func (m *Model) Reserve(s State, now, permits int64) (State, int64) {
 	if m.inf {
 		return s, now
 	}
@@ -247,7 +247,7 @@ func (m Model) Reserve(s State, now, permits int64) (State, int64) {
 }
 
 // Refund gives back the tokens of a cancelled reservation.
-func (m Model) Refund(s State, now, permits int64) State {
+func (m *Model) Refund(s State, now, permits int64) State {
 	if m.inf {
 		return s
 	}
@@ -257,7 +257,7 @@ func (m Model) Refund(s State, now, permits int64) State {
 }
 
 // Available is the number of whole tokens in the bucket at now.
-func (m Model) Available(s State, now int64) int64 {
+func (m *Model) Available(s State, now int64) int64 {
 	if m.inf {
 		return m.burst
 	}
@@ -266,7 +266,7 @@ func (m Model) Available(s State, now int64) int64 {
 
 // InitialAt is the instant from which s, left alone, equals the initial state
 // (a full bucket); math.MinInt64 when it already does.
-func (m Model) InitialAt(s State) int64 {
+func (m *Model) InitialAt(s State) int64 {
 	if m.inf || s.Tokens >= float64(m.burst) {
 		return math.MinInt64
 	}
