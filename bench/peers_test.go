@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 
-	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/internal/redistest"
@@ -201,11 +200,10 @@ func BenchmarkPartitioned(b *testing.B) {
 	}
 	b.Run("limitkit", func(b *testing.B) {
 		h0 := heap()
+		f, _ := memory.NewFactory(tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})
 		p, _ := partitioned.New(partitioned.Config[string]{
-			Key: func(s string) string { return s },
-			New: func(string) (ratelimit.Limiter, error) {
-				return memory.New(tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})
-			},
+			Key:         func(s string) string { return s },
+			New:         f.ForKey,
 			IdleTimeout: time.Hour, MaxPartitions: 2 * keys,
 		})
 		defer p.Close()

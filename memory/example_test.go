@@ -34,3 +34,20 @@ func ExampleNew() {
 	// false deadline unreachable
 	// {Available:0 Queued:0 Granted:1 Refused:1}
 }
+
+// A factory validates a config once and makes small limiters of it: here
+// one per user, each with its own window.
+func ExampleFactory() {
+	perUser, err := memory.NewFactory(fixedwindow.Config{Limit: 1, Window: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	alice, bob := perUser.New(), perUser.New()
+	a1, _ := alice.Acquire(ctx, 1)
+	a2, _ := alice.Acquire(ctx, 1)
+	b1, _ := bob.Acquire(ctx, 1)
+	fmt.Println(a1.Acquired(), a2.Acquired(), b1.Acquired())
+	// Output:
+	// true false true
+}

@@ -1,11 +1,15 @@
 package memory_test
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 )
@@ -21,6 +25,39 @@ func factory(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock) rat
 	return l
 }
 
-func TestConformance(t *testing.T) { ratelimittest.Run(t, factory) }
+// fromFactory makes the limiter under test with a Factory, after a sibling
+// that takes all its permits: limiters of one factory share no state.
+func fromFactory(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock) ratelimit.Limiter {
+	f, err := memory.NewFactory(cfg, memory.WithClock(clock))
+	if err != nil {
+		t.Fatalf("memory.NewFactory(%#v): %v", cfg, err)
+	}
+	sibling := f.New()
+	if lease, _ := sibling.Acquire(context.Background(), int(cfg.Capacity())); !lease.Acquired() {
+		t.Fatalf("a new limiter refused its capacity: %v", lease)
+	}
+	l := f.New()
+	t.Cleanup(func() { l.Close(); sibling.Close() })
+	return l
+}
 
-func TestQueueConformance(t *testing.T) { ratelimittest.RunQueue(t, factory) }
+func TestConformance(t *testing.T) {
+	t.Run("New", func(t *testing.T) { ratelimittest.Run(t, factory) })
+	t.Run("Factory", func(t *testing.T) { ratelimittest.Run(t, fromFactory) })
+}
+
+func TestQueueConformance(t *testing.T) {
+	t.Run("New", func(t *testing.T) { ratelimittest.RunQueue(t, factory) })
+	t.Run("Factory", func(t *testing.T) { ratelimittest.RunQueue(t, fromFactory) })
+}
+
+func TestFactoryInvalidConfig(t *testing.T) {
+	for _, cfg := range []ratelimit.Config{nil, foreignConfig{}, fixedwindow.Config{Window: time.Second}} {
+		if f, err := memory.NewFactory(cfg); f != nil || !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("NewFactory(%#v) = %v, %v; want ErrInvalidConfig", cfg, f, err)
+		}
+	}
+}
+
+// foreignConfig is a Config of no algorithm package.
+type foreignConfig struct{ ratelimit.Config }

@@ -80,6 +80,7 @@ type shard struct {
 	mu         sync.RWMutex
 	partitions map[string]*partition
 	free       []*partition // evicted, for reuse: nobody holds them (evicted with nothing in flight)
+	spare      []partition  // allocated in chunks, not yet used
 }
 
 type partition struct {
@@ -194,7 +195,12 @@ func (l *Limiter[R]) create(s *shard, key string) (*partition, error) {
 	if n := len(s.free); n > 0 {
 		p, s.free = s.free[n-1], s.free[:n-1]
 	} else {
-		p = new(partition)
+		if len(s.spare) == 0 {
+			// Chunks double up to 64 partitions: one allocation per
+			// partition for a few, a sixty-fourth of one for many.
+			s.spare = make([]partition, min(max(len(s.partitions), 1), 64))
+		}
+		p, s.spare = &s.spare[0], s.spare[1:]
 	}
 	p.limiter = lim
 	p.inflight.Add(1)

@@ -303,8 +303,8 @@ func BenchmarkCreatePartition(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user-%d", i)
 	}
-	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, MaxPartitions: b.N + 1,
-		New: func(string) (ratelimit.Limiter, error) { return memory.New(tokenbucket.Config{Rate: 10, Burst: 10}) }})
+	f, _ := memory.NewFactory(tokenbucket.Config{Rate: 10, Burst: 10})
+	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, MaxPartitions: b.N + 1, New: f.ForKey})
 	defer p.Close()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -320,8 +320,8 @@ func BenchmarkCreatePartitionChurn(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user-%d", i)
 	}
-	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, MaxPartitions: 1000,
-		New: func(string) (ratelimit.Limiter, error) { return memory.New(tokenbucket.Config{Rate: 1e9, Burst: 10}) }})
+	f, _ := memory.NewFactory(tokenbucket.Config{Rate: 1e9, Burst: 10})
+	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, MaxPartitions: 1000, New: f.ForKey})
 	defer p.Close()
 	for i := 0; i < 2000; i++ { // fill to the bound
 		p.Acquire(bg, fmt.Sprint(i), 1)
