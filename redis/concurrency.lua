@@ -7,7 +7,7 @@ local now, p, op = NOW, tonumber(ARGV[2]), ARGV[3]
 local limit, ttl, member = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] .. ' ' .. ARGV[2]
 local held = tonumber(redis.call('GET', cnt) or '0')
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', set, '-inf', now)) do
-  held = held - tonumber(string.match(m, ' (%S+)$'))
+  held = held - tonumber(sub(m, find(m, ' ', 1, true) + 1))
 end
 redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
 
@@ -21,7 +21,7 @@ elseif op == 'n' then
     extra = 1
   end
 else
-  granted = held + math.max(p, 1) <= limit
+  granted = held + max(p, 1) <= limit
   if granted and p > 0 then
     redis.call('ZADD', set, now + ttl, member)
     held = held + p
@@ -32,7 +32,7 @@ if #last == 0 then
   redis.call('DEL', set, cnt)
   held = 0
 else
-  redis.call('SET', cnt, int(held))
+  redis.call('SET', cnt, format('%d', held))
   expire_in(tonumber(last[2]) - now, set, cnt)
 end
 return reply(granted, limit - held, -1, 0, extra)

@@ -4,15 +4,14 @@ local now, p, limit, w = NOW, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARG
 local start, count = floor_start(now, w), 0
 local s = redis.call('GET', key)
 if s then
-  local st, c = string.match(s, '^(%S+) (%S+)$')
-  st = tonumber(st)
-  if st >= start then start, count = st, tonumber(c) end
+  local st, c = fields(s)
+  if st >= start then start, count = st, c end
 end
 local wend = start + w
-local granted = count + math.max(p, 1) <= limit
+local granted = count + max(p, 1) <= limit
 if granted and p > 0 then
   count = count + p
-  set_until(key, int(start) .. ' ' .. int(count), wend - now)
+  set_until(key, format('%d %d', start, count), wend - now)
 end
 local reset = 0
 if count > 0 then reset = (wend - now) * 1000 end

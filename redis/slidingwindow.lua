@@ -5,7 +5,7 @@
 local key = KEYS[1]
 local now, p, limit = NOW, tonumber(ARGV[2]), tonumber(ARGV[3])
 local w, n = tonumber(ARGV[4]), tonumber(ARGV[5])
-local want = math.max(p, 1)
+local want = max(p, 1)
 
 if n > 0 then
   local seg = w / n
@@ -13,7 +13,7 @@ if n > 0 then
   local st = {}
   for i = 1, #h, 2 do st[h[i]] = tonumber(h[i + 1]) end
   local start, total = st.s or 0, st.t or 0
-  local function slot(t) return 'c' .. int((t / seg) % n) end
+  local function slot(t) return format('c%d', (t / seg) % n) end
   local function count(t) return st[slot(t)] or 0 end
   if not (now >= start and now - start < seg) then
     local ns = floor_start(now, seg)
@@ -30,7 +30,7 @@ if n > 0 then
           t = t + seg
         end
         if total > 0 then
-          redis.call('HSET', key, 's', int(ns), 't', int(total))
+          redis.call('HSET', key, 's', format('%d', ns), 't', format('%d', total))
         else
           redis.call('DEL', key)
         end
@@ -44,7 +44,7 @@ if n > 0 then
     if p > 0 then
       total = total + p
       st[slot(start)] = count(start) + p
-      redis.call('HSET', key, 's', int(start), 't', int(total), slot(start), int(st[slot(start)]))
+      redis.call('HSET', key, 's', format('%d', start), 't', format('%d', total), slot(start), format('%d', st[slot(start)]))
     end
   else
     local need = total + want - limit
@@ -62,16 +62,13 @@ if n > 0 then
     t = t - seg
   end
   if p > 0 and granted then expire_in(reset, key) end
-  return reply(granted, limit - total, retry, math.max(reset, 0) * 1000)
+  return reply(granted, limit - total, retry, max(reset, 0) * 1000)
 end
 
 -- Weighted two-window counter.
 local start, total, prev = 0, 0, 0
 local s = redis.call('GET', key)
-if s then
-  local a, b, c = string.match(s, '^(%S+) (%S+) (%S+)$')
-  start, total, prev = tonumber(a), tonumber(b), tonumber(c)
-end
+if s then start, total, prev = fields(s) end
 if not (now >= start and now - start < w) then
   local ns = floor_start(now, w)
   if ns > start then
@@ -98,7 +95,7 @@ else
 end
 local reset = 0
 if total > 0 then reset = start + 2 * w - now elseif prev > 0 then reset = start + w - now end
-if granted and p > 0 then set_until(key, int(start) .. ' ' .. int(total) .. ' ' .. int(prev), reset) end
+if granted and p > 0 then set_until(key, format('%d %d %d', start, total, prev), reset) end
 local rem = limit - weight(0)
-if rem > 0 then rem = math.floor(rem) else rem = 0 end
-return reply(granted, rem, retry, math.max(reset, 0) * 1000)
+if rem > 0 then rem = floor(rem) else rem = 0 end
+return reply(granted, rem, retry, max(reset, 0) * 1000)

@@ -7,19 +7,15 @@ local key = KEYS[1]
 local now, p, op = NOW, tonumber(ARGV[2]), ARGV[3]
 local rate, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
 local period, per = tonumber(ARGV[6]), tonumber(ARGV[7])
-local qlimit, maxwait = tonumber(ARGV[8]), tonumber(ARGV[9])
 local FAR = 4611686018427387903 -- check.Far, in ns
 
 local tokens, last = burst, 0
 local s = redis.call('GET', key)
-if s then
-  local a, b = string.match(s, '^(%S+) (%S+)$')
-  tokens, last = tonumber(a), tonumber(b)
-end
+if s then tokens, last = fields(s) end
 
 -- time.Duration(ns).Seconds()
 local function seconds(ns)
-  local sec = math.floor(ns / 1e9)
+  local sec = floor(ns / 1e9)
   if sec * 1e9 > ns then sec = sec - 1 elseif (sec + 1) * 1e9 <= ns then sec = sec + 1 end
   return sec + (ns - sec * 1e9) / 1e9
 end
@@ -34,9 +30,9 @@ local function at(off)
       local refills = (tick - last) / period
       if refills >= ceil_div(burst - t, per) then t = burst else t = t + refills * per end
     end
-    return t, math.max(last, tick)
+    return t, max(last, tick)
   end
-  local l = math.min(last, now)
+  local l = min(last, now)
   local t = tokens + seconds((now - l) * 1000 + off) * rate
   if t > burst then t = burst end
   return t, now
@@ -52,43 +48,48 @@ local function due(t, l)
   if period > 0 then return (l + ceil_div(math.ceil(-t), per) * period - now) * 1000 end
   local d = ((-t) / rate) * 1e9
   if d >= FAR then return FAR end
-  return math.floor(d)
+  return floor(d)
 end
 
 local function reset_after(t, l)
   local missing = burst - t
   if missing <= 0 then return 0 end
-  if period > 0 then return (l + ceil_div(burst - math.floor(t), per) * period - now) * 1000 end
-  local x = math.min(missing * (1e9 / rate), FAR)
-  local r = math.floor(x)
+  if period > 0 then return (l + ceil_div(burst - floor(t), per) * period - now) * 1000 end
+  local x = min(missing * (1e9 / rate), FAR)
+  local r = floor(x)
   if r < x then r = r + 1 end
   return r
 end
 
-local function save(t, l)
-  set_until(key, flt(t) .. ' ' .. int(l), ceil_div(reset_after(t, l), 1000))
+-- Stores the bucket t (at tick l), whose reset_after is reset (ns).
+local function save(t, l, reset)
+  set_until(key, format('%.17g %d', t, l), ceil_div(reset, 1000))
 end
 
 local cur, l = at(0)
 
 if op == 'f' then -- refund a cancelled reservation
-  save(math.min(cur + p, burst), l)
-  return reply(true, math.max(0, math.floor(math.min(cur + p, burst))), -1, 0)
+  local t = min(cur + p, burst)
+  save(t, l, reset_after(t, l))
+  return reply(true, max(0, floor(t)), -1, 0)
 end
 
-local want = math.max(p, 1)
+local want = max(p, 1)
 local after = cur - want
 if fits(after) then
-  if p > 0 then cur = after; save(cur, l) end
+  if p > 0 then cur = after end
+  local reset = reset_after(cur, l)
+  if p > 0 then save(cur, l, reset) end
   local rem = 0
-  if cur > 0 then rem = math.floor(cur) end
-  return reply(true, rem, -1, reset_after(cur, l))
+  if cur > 0 then rem = floor(cur) end
+  return reply(true, rem, -1, reset)
 end
 
 local rem = 0
-if cur > 0 then rem = math.floor(cur) end
+if cur > 0 then rem = floor(cur) end
 
 if op == 'w' and p > 0 then
+  local qlimit, maxwait = tonumber(ARGV[8]), tonumber(ARGV[9])
   -- Reserve: the bucket goes into debt, bounded by the queue limit.
   local wait = due(after, l)
   if p > qlimit or -after > qlimit then
@@ -97,8 +98,9 @@ if op == 'w' and p > 0 then
   if maxwait >= 0 and wait > maxwait then
     return reply(false, rem, wait, reset_after(cur, l), 3)
   end
-  save(after, l)
-  return reply(true, 0, wait, reset_after(after, l), 1)
+  local reset = reset_after(after, l)
+  save(after, l, reset)
+  return reply(true, 0, wait, reset, 1)
 end
 
 -- Refusal: the exact wait, found on the same predicate as the Go model.
