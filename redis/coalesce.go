@@ -2,37 +2,39 @@ package redis
 
 import (
 	"context"
-	"strings"
+	"fmt"
 	"sync"
-
-	goredis "github.com/redis/go-redis/v9"
 )
 
-// maxSenders bounds the pipelines one limiter has in flight at once; maxBatch
-// the decisions in one pipeline.
+// maxSenders bounds the batches one limiter has in flight at once; maxBatch
+// the decisions in one batch.
 const maxSenders, maxBatch = 8, 64
 
-// batcher sends concurrent decisions of one limiter as pipelined batches.
-// There is no linger: a caller that finds a sender free sends its own call
-// at once (alone, if nobody else is waiting); calls arriving meanwhile wait
-// in the queue and leave together as soon as a sender is free. A sender
-// that finds more calls queued after its batch hands them to a new sender
-// goroutine, which exits when the queue is empty.
+// batcher sends concurrent decisions of one limiter in batches, each one
+// script call. There is no linger: a caller that finds fewer than maxSenders
+// batches in flight becomes a sender and sends what is queued at once (its
+// own call alone, if nobody else waits). Calls arriving while maxSenders
+// batches are in flight wait in the queue, and leave together as soon as a
+// sender is free. A sender whose own call is answered hands what is still
+// queued to a goroutine, which sends it and exits when the queue is empty.
 type batcher struct {
 	l       *Limiter
 	mu      sync.Mutex
 	queue   []*pending
-	senders int
+	senders int // batches in flight, or about to be
 }
 
 type pending struct {
 	args []interface{}
 	v    []interface{}
 	err  error
+	sent bool // taken from the queue; guarded by the batcher's mu
 	done chan struct{}
 }
 
-// do runs one script call through the batcher.
+// do runs one script call through the batcher. A call whose ctx ends while
+// it is queued is dropped from the queue, so it is never made; once sent,
+// its answer is lost with the ctx, as with a plain script call.
 func (b *batcher) do(ctx context.Context, args []interface{}) ([]interface{}, error) {
 	p := &pending{args: args, done: make(chan struct{})}
 	b.mu.Lock()
@@ -43,51 +45,78 @@ func (b *batcher) do(ctx context.Context, args []interface{}) ([]interface{}, er
 	}
 	b.mu.Unlock()
 	if lead {
-		b.send() // this caller's batch, its own call included
+		b.send(p)
 	}
 	select {
 	case <-p.done:
 		return p.v, p.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
-}
-
-// send sends one batch, then leaves what is queued to another sender.
-func (b *batcher) send() {
 	b.mu.Lock()
-	n := min(len(b.queue), maxBatch)
-	batch := b.queue[:n:n]
-	b.queue = b.queue[n:]
-	more := len(b.queue) > 0
-	if !more {
-		b.senders--
+	if !p.sent {
+		for i, q := range b.queue {
+			if q == p {
+				b.queue = append(b.queue[:i], b.queue[i+1:]...)
+				break
+			}
+		}
 	}
 	b.mu.Unlock()
-	if more {
-		go b.drain()
+	return nil, ctx.Err()
+}
+
+// send sends batches until own is answered, then leaves the queue to drain.
+func (b *batcher) send(own *pending) {
+	for {
+		batch := b.next()
+		if batch == nil {
+			return
+		}
+		b.exec(batch)
+		select {
+		case <-own.done:
+			b.mu.Lock()
+			idle := len(b.queue) == 0
+			if idle {
+				b.senders--
+			}
+			b.mu.Unlock()
+			if !idle {
+				go b.drain()
+			}
+			return
+		default:
+		}
 	}
-	b.exec(batch)
 }
 
 func (b *batcher) drain() {
-	for {
-		b.mu.Lock()
-		if len(b.queue) == 0 {
-			b.senders--
-			b.mu.Unlock()
-			return
-		}
-		n := min(len(b.queue), maxBatch)
-		batch := b.queue[:n:n]
-		b.queue = b.queue[n:]
-		b.mu.Unlock()
+	for batch := b.next(); batch != nil; batch = b.next() {
 		b.exec(batch)
 	}
 }
 
-// exec pipelines the batch's EVALSHAs; calls whose script was not cached
-// (NOSCRIPT) are run again with EVAL.
+// next takes the next batch from the queue; nil, and one sender less, when
+// the queue is empty.
+func (b *batcher) next() []*pending {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) == 0 {
+		b.senders--
+		return nil
+	}
+	n := min(len(b.queue), maxBatch)
+	batch := b.queue[:n:n]
+	b.queue = b.queue[n:]
+	for _, p := range batch {
+		p.sent = true
+	}
+	return batch
+}
+
+// exec sends the batch as one script call: the script makes the decisions
+// one after another (see batch.lua), so the server reads the time and runs
+// a script once per batch, not once per decision.
 func (b *batcher) exec(batch []*pending) {
 	l := b.l
 	ctx := context.Background()
@@ -96,22 +125,25 @@ func (b *batcher) exec(batch []*pending) {
 		ctx, cancel = context.WithTimeout(ctx, l.o.timeout)
 		defer cancel()
 	}
-	var cmds []*goredis.Cmd
 	if len(batch) == 1 {
 		p := batch[0]
 		p.v, p.err = l.script.Run(ctx, l.client, l.keys, p.args...).Slice()
 		close(p.done)
 		return
 	}
-	pipe := l.client.Pipeline()
+	args := []interface{}{"batch"}
 	for _, p := range batch {
-		cmds = append(cmds, l.script.EvalSha(ctx, pipe, l.keys, p.args...))
+		args = append(append(args, len(p.args)), p.args...)
 	}
-	pipe.Exec(ctx) // errors are read per command
+	v, err := l.script.Run(ctx, l.client, l.keys, args...).Slice()
+	if err == nil && len(v) != len(batch) {
+		err = fmt.Errorf("redis: batch of %d decisions got %d replies", len(batch), len(v))
+	}
 	for i, p := range batch {
-		p.v, p.err = cmds[i].Slice()
-		if p.err != nil && strings.HasPrefix(p.err.Error(), "NOSCRIPT") {
-			p.v, p.err = l.script.Run(ctx, l.client, l.keys, p.args...).Slice()
+		if p.err = err; err == nil {
+			if p.v, _ = v[i].([]interface{}); p.v == nil {
+				p.err = fmt.Errorf("redis: batch reply %d has type %T", i, v[i])
+			}
 		}
 		close(p.done)
 	}

@@ -2,16 +2,13 @@
 local key = KEYS[1]
 local now, p, limit, w = NOW, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local start, count = floor_start(now, w), 0
-local s = redis.call('GET', key)
-if s then
-  local st, c = fields(s)
-  if st >= start then start, count = st, c end
-end
+local st, c = load(key)
+if st and st >= start then start, count = st, c end
 local wend = start + w
 local granted = count + max(p, 1) <= limit
 if granted and p > 0 then
   count = count + p
-  set_until(key, format('%d %d', start, count), wend - now)
+  store(key, wend - now, '%d %d', start, count)
 end
 local reset = 0
 if count > 0 then reset = (wend - now) * 1000 end

@@ -1,29 +1,29 @@
 -- Shared by every script. Instants are microseconds since the Unix epoch
 -- (Redis TIME's resolution; exact in a Lua number until the year 2255);
--- durations returned to Go are nanoseconds. ARGV[1] pins the time for tests;
--- empty, the time comes from TIME, never from a client's clock.
+-- durations returned to Go are nanoseconds. A decision's time argument pins
+-- the time for tests; empty, the time comes from TIME, never from a
+-- client's clock.
 --
 -- Written for the server's time: library functions are locals (a global
 -- lookup per call costs), states are split with find rather than match, and
--- numbers bound for commands are formatted once with %d (Redis would format
--- a Lua number with %.17g, which costs more).
+-- numbers bound for commands are formatted with %d (Redis would format a Lua
+-- number with %.17g, which costs more).
 local floor, min, max, format = math.floor, math.min, math.max, string.format
 local find, sub = string.find, string.sub
 
-local NOW
-if ARGV[1] ~= '' then
-  NOW = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
--- The numbers of a stored state "a b" or "a b c" (a third field is optional).
-local function fields(s)
-  local i = find(s, ' ', 1, true)
-  local j = find(s, ' ', i + 1, true)
-  if j then return tonumber(sub(s, 1, i - 1)), tonumber(sub(s, i + 1, j - 1)), tonumber(sub(s, j + 1)) end
-  return tonumber(sub(s, 1, i - 1)), tonumber(sub(s, i + 1))
+-- NOW is the instant of the decision being made (see batch.lua). TIME is
+-- read once per script run: the decisions of a batch are made at one instant.
+local NOW, server_now
+local function set_now(arg)
+  if arg ~= '' then
+    NOW = tonumber(arg)
+    return
+  end
+  if not server_now then
+    local t = redis.call('TIME')
+    server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  NOW = server_now
 end
 
 -- The start of the period of length p that holds t (exact for integers < 2^53).
@@ -40,23 +40,59 @@ local function ceil_div(a, b)
   return q
 end
 
--- The expiry instant, in ms as a command argument, of a state that is
--- initial again us after NOW. It is an absolute instant on the script's
--- clock, so it also holds when tests pin the time (with Redis's TIME it is
--- the same as a relative expiry).
-local function expiry(us) return format('%d', ceil_div(NOW + us, 1000)) end
+-- The expiry, in ms since the epoch, of a state that is initial again us
+-- after NOW. It is an absolute instant on the script's clock, so it also
+-- holds when tests pin the time (with Redis's TIME it is the same as a
+-- relative expiry).
+local function expiry_ms(us) return ceil_div(NOW + us, 1000) end
 
 -- Makes the keys expire when the state is initial again, us after NOW.
 local function expire_in(us, ...)
   for _, k in ipairs({...}) do
-    if us > 0 then redis.call('PEXPIREAT', k, expiry(us)) else redis.call('DEL', k) end
+    if us > 0 then redis.call('PEXPIREAT', k, format('%d', expiry_ms(us))) else redis.call('DEL', k) end
   end
 end
 
--- Stores a string state that is initial again us after NOW: SET with its
--- expiry in one command, or DEL when it is initial already.
-local function set_until(k, v, us)
-  if us > 0 then redis.call('SET', k, v, 'PXAT', expiry(us)) else redis.call('DEL', k) end
+-- The numbers of a string "a b" or "a b c" (a third field is optional).
+local function fields(s)
+  local i = find(s, ' ', 1, true)
+  local j = find(s, ' ', i + 1, true)
+  if j then return tonumber(sub(s, 1, i - 1)), tonumber(sub(s, i + 1, j - 1)), tonumber(sub(s, j + 1)) end
+  return tonumber(sub(s, 1, i - 1)), tonumber(sub(s, i + 1))
+end
+
+-- A state of two or three numbers, stored as one string "a b [c]", is read
+-- with load and written with store. In a batch (see batch.lua) the latest
+-- state of each key is kept here, as numbers, and written once at the end:
+-- a batch of decisions on one key costs one GET, one parse, one format and
+-- one SET. A single decision writes at once.
+local batching, written = false, {} -- key -> {expiry ms or false (delete), format, numbers...}
+
+-- The numbers of k's state; nothing when there is none.
+local function load(k)
+  local w = batching and written[k]
+  if w then
+    if w[1] then return w[3], w[4], w[5] end
+    return
+  end
+  local s = redis.call('GET', k)
+  if s then return fields(s) end
+end
+
+-- Writes a state: SET with its expiry in one command, or DEL when ms is false.
+local function write(k, ms, fmt, a, b, c)
+  if ms then
+    redis.call('SET', k, format(fmt, a, b, c), 'PXAT', format('%d', ms))
+  else
+    redis.call('DEL', k)
+  end
+end
+
+-- Stores k's state, the numbers formatted with fmt, which is initial again
+-- us after NOW; it is deleted when us <= 0 (initial already).
+local function store(k, us, fmt, a, b, c)
+  local ms = us > 0 and expiry_ms(us)
+  if batching then written[k] = {ms, fmt, a, b, c} else write(k, ms, fmt, a, b, c) end
 end
 
 -- The smallest offset in [lo, hi] at which ok holds, for ok monotone and

@@ -57,12 +57,22 @@ var (
 	//go:embed concurrency.lua
 	concurrencyLua string
 
-	tokenBucketScript   = goredis.NewScript(prelude + tokenBucketLua)
-	fixedWindowScript   = goredis.NewScript(prelude + fixedWindowLua)
-	slidingWindowScript = goredis.NewScript(prelude + slidingWindowLua)
-	slidingLogScript    = goredis.NewScript(prelude + slidingLogLua)
-	concurrencyScript   = goredis.NewScript(prelude + concurrencyLua)
+	//go:embed batch.lua
+	batchLua string
+
+	tokenBucketScript   = script(tokenBucketLua)
+	fixedWindowScript   = script(fixedWindowLua)
+	slidingWindowScript = script(slidingWindowLua)
+	slidingLogScript    = script(slidingLogLua)
+	concurrencyScript   = script(concurrencyLua)
 )
+
+// script composes an algorithm's script: the prelude, the algorithm as the
+// function decide(ARGV) of one decision, and batch.lua, which calls it once
+// or for each decision of a batch (see coalesce.go).
+func script(algorithm string) *goredis.Script {
+	return goredis.NewScript(prelude + "local function decide(ARGV)\n" + algorithm + "\nend\n" + batchLua)
+}
 
 // MaxKeyLen bounds the key given to New, in bytes.
 const MaxKeyLen = 1024
@@ -130,10 +140,12 @@ func WithLeaseTTL(d time.Duration) Option { return func(o *options) { o.leaseTTL
 // token-bucket Wait are never cached.
 func WithoutRefusalCache() Option { return func(o *options) { o.noCache = true } }
 
-// WithCoalescing sends concurrent decisions of this limiter to Redis as
-// pipelined batches, with no linger time: a lone caller's call leaves at
-// once; callers that arrive while batches are in flight leave together in
-// the next one. Decisions are the same as without it.
+// WithCoalescing sends concurrent decisions of this limiter to Redis in
+// batches, each one script call that makes its decisions one after another
+// at one instant (one TIME, one GET and one SET of a string state per
+// batch). There is no linger time: a lone caller's call leaves at once;
+// callers that arrive while batches are in flight leave together in the
+// next one. Decisions are the same as the same calls made one by one.
 func WithCoalescing() Option { return func(o *options) { o.coalesce = true } }
 
 // WithClock pins the time sent to the scripts to c.Now(), and makes Wait
@@ -315,16 +327,7 @@ func (l *Limiter) localNow() time.Time {
 // which may need it too): ARGV is now, permits, [op], params, extra.
 func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits int64, extra ...interface{}) (reply, error) {
 	l.used.Store(local.UnixNano())
-	now := ""
-	if l.o.clock != nil {
-		now = strconv.FormatInt(local.UnixMicro(), 10)
-	}
-	args := make([]interface{}, 0, 3+len(l.args)+len(extra))
-	args = append(args, now, permits)
-	if l.op {
-		args = append(args, op)
-	}
-	args = append(append(args, l.args...), extra...)
+	args := l.argv(local, op, permits, extra)
 	if l.o.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.o.timeout)
@@ -341,6 +344,21 @@ func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits 
 		return reply{}, err
 	}
 	return parseReply(v)
+}
+
+// argv is a decision's script arguments: now (empty: the server's TIME;
+// the local instant with WithClock), permits, [op], params, extra.
+func (l *Limiter) argv(local time.Time, op string, permits int64, extra []interface{}) []interface{} {
+	now := ""
+	if l.o.clock != nil {
+		now = strconv.FormatInt(local.UnixMicro(), 10)
+	}
+	args := make([]interface{}, 0, 3+len(l.args)+len(extra))
+	args = append(args, now, permits)
+	if l.op {
+		args = append(args, op)
+	}
+	return append(append(args, l.args...), extra...)
 }
 
 func parseReply(v []interface{}) (reply, error) {

@@ -61,14 +61,14 @@ func TestConformanceRedis(t *testing.T) {
 	ratelimittest.Run(t, factory(realClient(t)), ratelimittest.Tick(time.Microsecond))
 }
 
-// TestConformanceCoalescing: the suite, hammer included, with decisions
-// sent as pipelined batches.
+// TestConformanceCoalescing: the suite, hammer included, with concurrent
+// decisions sent in batches.
 func TestConformanceCoalescing(t *testing.T) {
 	ratelimittest.Run(t, factory(realClient(t), redis.WithCoalescing()), ratelimittest.Tick(time.Microsecond))
 }
 
 // TestConformanceCluster runs on the real 3-node cluster, with coalescing
-// (pipelines split per node by the cluster client).
+// (a batch is one script call on one limiter's keys, so one node).
 func TestConformanceCluster(t *testing.T) {
 	ratelimittest.Run(t, factory(clusterClient(t), redis.WithCoalescing()), ratelimittest.Tick(time.Microsecond))
 }

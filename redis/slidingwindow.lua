@@ -67,8 +67,8 @@ end
 
 -- Weighted two-window counter.
 local start, total, prev = 0, 0, 0
-local s = redis.call('GET', key)
-if s then start, total, prev = fields(s) end
+local a, b, c = load(key)
+if a then start, total, prev = a, b, c end
 if not (now >= start and now - start < w) then
   local ns = floor_start(now, w)
   if ns > start then
@@ -95,7 +95,7 @@ else
 end
 local reset = 0
 if total > 0 then reset = start + 2 * w - now elseif prev > 0 then reset = start + w - now end
-if granted and p > 0 then set_until(key, format('%d %d %d', start, total, prev), reset) end
+if granted and p > 0 then store(key, reset, '%d %d %d', start, total, prev) end
 local rem = limit - weight(0)
 if rem > 0 then rem = floor(rem) else rem = 0 end
 return reply(granted, rem, retry, max(reset, 0) * 1000)

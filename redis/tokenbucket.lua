@@ -10,8 +10,8 @@ local period, per = tonumber(ARGV[6]), tonumber(ARGV[7])
 local FAR = 4611686018427387903 -- check.Far, in ns
 
 local tokens, last = burst, 0
-local s = redis.call('GET', key)
-if s then tokens, last = fields(s) end
+local a, b = load(key)
+if a then tokens, last = a, b end
 
 -- time.Duration(ns).Seconds()
 local function seconds(ns)
@@ -63,7 +63,7 @@ end
 
 -- Stores the bucket t (at tick l), whose reset_after is reset (ns).
 local function save(t, l, reset)
-  set_until(key, format('%.17g %d', t, l), ceil_div(reset, 1000))
+  store(key, ceil_div(reset, 1000), '%.17g %d', t, l)
 end
 
 local cur, l = at(0)
