@@ -7,7 +7,7 @@ if ARGV[1] ~= 'batch' then
   set_now(ARGV[1])
   return decide(ARGV)
 end
-batching = true
+batching, written = true, {}
 local out, i = {}, 2
 while i <= #ARGV do
   local n = tonumber(ARGV[i])

@@ -2,37 +2,39 @@
 -- instant their lease expires); KEYS[2]: permits held. ARGV: now, permits,
 -- op ('a' acquire, 'r' release, 'n' renew), limit, lease TTL (us), holder id.
 -- A holder that stops renewing (a crashed process) loses its permits at expiry.
-local set, cnt = KEYS[1], KEYS[2]
-local now, p, op = NOW, tonumber(ARGV[2]), ARGV[3]
-local limit, ttl, member = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] .. ' ' .. ARGV[2]
-local held = tonumber(redis.call('GET', cnt) or '0')
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', set, '-inf', now)) do
-  held = held - tonumber(sub(m, find(m, ' ', 1, true) + 1))
-end
-redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
+local function decide(ARGV)
+  local set, cnt = KEYS[1], KEYS[2]
+  local now, p, op = NOW, tonumber(ARGV[2]), ARGV[3]
+  local limit, ttl, member = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] .. ' ' .. ARGV[2]
+  local held = tonumber(redis.call('GET', cnt) or '0')
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', set, '-inf', now)) do
+    held = held - tonumber(sub(m, find(m, ' ', 1, true) + 1))
+  end
+  redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
 
-local granted, extra = true, 0
-if op == 'r' then
-  extra = redis.call('ZREM', set, member)
-  if extra == 1 then held = held - p end
-elseif op == 'n' then
-  if redis.call('ZSCORE', set, member) then
-    redis.call('ZADD', set, 'XX', now + ttl, member)
-    extra = 1
+  local granted, extra = true, 0
+  if op == 'r' then
+    extra = redis.call('ZREM', set, member)
+    if extra == 1 then held = held - p end
+  elseif op == 'n' then
+    if redis.call('ZSCORE', set, member) then
+      redis.call('ZADD', set, 'XX', now + ttl, member)
+      extra = 1
+    end
+  else
+    granted = held + max(p, 1) <= limit
+    if granted and p > 0 then
+      redis.call('ZADD', set, now + ttl, member)
+      held = held + p
+    end
   end
-else
-  granted = held + max(p, 1) <= limit
-  if granted and p > 0 then
-    redis.call('ZADD', set, now + ttl, member)
-    held = held + p
+  local last = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
+  if #last == 0 then
+    redis.call('DEL', set, cnt)
+    held = 0
+  else
+    redis.call('SET', cnt, format('%d', held))
+    expire_in(tonumber(last[2]) - now, set, cnt)
   end
+  return reply(granted, limit - held, -1, 0, extra)
 end
-local last = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
-if #last == 0 then
-  redis.call('DEL', set, cnt)
-  held = 0
-else
-  redis.call('SET', cnt, format('%d', held))
-  expire_in(tonumber(last[2]) - now, set, cnt)
-end
-return reply(granted, limit - held, -1, 0, extra)

@@ -66,7 +66,7 @@ end
 -- state of each key is kept here, as numbers, and written once at the end:
 -- a batch of decisions on one key costs one GET, one parse, one format and
 -- one SET. A single decision writes at once.
-local batching, written = false, {} -- key -> {expiry ms or false (delete), format, numbers...}
+local batching, written = false, nil -- key -> {expiry ms or false (delete), format, numbers...}
 
 -- The numbers of k's state; nothing when there is none.
 local function load(k)

@@ -67,11 +67,11 @@ var (
 	concurrencyScript   = script(concurrencyLua)
 )
 
-// script composes an algorithm's script: the prelude, the algorithm as the
-// function decide(ARGV) of one decision, and batch.lua, which calls it once
+// script composes an algorithm's script: the prelude, the algorithm, which
+// defines decide(ARGV) for one decision, and batch.lua, which calls it once
 // or for each decision of a batch (see coalesce.go).
 func script(algorithm string) *goredis.Script {
-	return goredis.NewScript(prelude + "local function decide(ARGV)\n" + algorithm + "\nend\n" + batchLua)
+	return goredis.NewScript(prelude + algorithm + batchLua)
 }
 
 // MaxKeyLen bounds the key given to New, in bytes.
