@@ -288,8 +288,8 @@ type waiter struct {
 	ch         chan ratelimit.Lease
 }
 
-// Acquire's and Wait's common case (nothing queued, the limiter open, the
-// monotonic clock) is decided inline: measured, a call costs about a tenth
+// Acquire's and Wait's common case (nothing queued, the limiter open) is
+// decided inline: measured, a call costs about a tenth
 // of the decision. Like x/time/rate, it reads the time before taking the lock,
 // which keeps the critical section short under contention. Another
 // goroutine may then decide at a later instant first; every model accepts
@@ -300,12 +300,9 @@ func (l *limiter[S, T, M]) Acquire(_ context.Context, permits int) (ratelimit.Le
 	if permits < 0 || int64(permits) > l.k.capacity {
 		return ratelimit.Lease{}, ratelimit.CheckPermits(permits, l.k.capacity)
 	}
-	if l.k.clock != nil {
-		return l.acquireSlow(int64(permits))
-	}
 	var now int64
 	if !l.k.timeless {
-		now = startUnix + int64(time.Since(start))
+		now = l.now()
 	}
 	l.mu.Lock()
 	if l.closed || l.head != nil {
@@ -324,7 +321,7 @@ func (l *limiter[S, T, M]) Acquire(_ context.Context, permits int) (ratelimit.Le
 	return lease, nil
 }
 
-// acquireSlow is Acquire on a closed limiter, a non-empty queue or a fake clock.
+// acquireSlow is Acquire on a closed limiter or a non-empty queue.
 func (l *limiter[S, T, M]) acquireSlow(p int64) (ratelimit.Lease, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -349,23 +346,23 @@ func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lea
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	if l.k.clock == nil { // the common case, inline as in Acquire
-		var now int64
-		if !l.k.timeless {
-			now = startUnix + int64(time.Since(start))
-		}
-		l.mu.Lock()
-		if !l.closed && l.head == nil {
-			st, d := M(&l.k.model).Step(l.state, now, int64(permits))
-			if d.Granted || permits == 0 { // a refusal of p > 0 queues, below
-				l.state = st
-				lease := l.lease(d, int64(permits), ratelimit.ReasonLimit)
-				l.mu.Unlock()
-				return lease, nil
-			}
-		}
-		l.mu.Unlock()
+	var now int64 // the common case, inline as in Acquire
+	if !l.k.timeless {
+		now = l.now()
 	}
+	l.mu.Lock()
+	if !l.closed && l.head == nil {
+		var d ratelimit.Decision
+		// A refusal may still move the state forward (segments that left
+		// the window), which must be kept.
+		l.state, d = M(&l.k.model).Step(l.state, now, int64(permits))
+		if d.Granted || permits == 0 { // a refusal of p > 0 queues, below
+			lease := l.lease(d, int64(permits), ratelimit.ReasonLimit)
+			l.mu.Unlock()
+			return lease, nil
+		}
+	}
+	l.mu.Unlock()
 	w, lease, err := l.enqueue(ctx, int64(permits))
 	if w == nil {
 		return lease, err
@@ -380,7 +377,7 @@ func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lea
 		l.mu.Unlock()
 		return <-w.ch, nil
 	}
-	now := l.now()
+	now = l.now()
 	l.remove(w, now)
 	if l.k.reserver != nil {
 		l.state = l.k.reserver.Refund(l.state, now, w.permits)

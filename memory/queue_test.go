@@ -12,6 +12,7 @@ import (
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/slidinglog"
+	"github.com/limitkit/ratelimit/slidingwindow"
 )
 
 var bg = context.Background()
@@ -137,5 +138,37 @@ func TestStatusChecksAreNotCounted(t *testing.T) {
 	}
 	if s := l.Stats(); s.Granted != 1 || s.Refused != 0 {
 		t.Fatalf("Stats = %+v, want 1 granted and no refusal counted for status checks", s)
+	}
+}
+
+// TestWaitRefusalKeepsWindowMoves: a Wait refused at once still keeps what
+// its decision dropped from the window (a segment that left it), so later
+// decisions count only the permits still inside.
+func TestWaitRefusalKeepsWindowMoves(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, slidingwindow.Config{Limit: 2, Window: time.Second, Segments: 2}, clock)
+	steps := []struct {
+		at   time.Duration
+		wait bool
+		n    int
+		want bool
+	}{
+		{0, false, 1, true},                       // first segment
+		{600 * time.Millisecond, false, 1, true},  // second segment: the limit is reached
+		{1100 * time.Millisecond, true, 2, false}, // the first segment left: 1 free, 2 asked
+		{1200 * time.Millisecond, false, 1, true}, // 1 free
+		{1300 * time.Millisecond, false, 1, false},
+	}
+	for i, s := range steps {
+		clock.Set(ratelimittest.Start.Add(s.at))
+		var lease ratelimit.Lease
+		if s.wait {
+			lease, _ = l.Wait(bg, s.n)
+		} else {
+			lease, _ = l.Acquire(bg, s.n)
+		}
+		if lease.Acquired() != s.want {
+			t.Fatalf("step %d at %v: %v, want granted %v", i, s.at, lease, s.want)
+		}
 	}
 }
