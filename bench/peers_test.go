@@ -102,24 +102,24 @@ func BenchmarkRedis(b *testing.B) {
 				l, _ := redis.New(c, "ours-tb", tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})
 				return func() error { _, err := l.Acquire(ctx, 1); return err }
 			}},
-			{"limitkit-tokenbucket-coalescing", func(c *goredis.Client) func() error {
-				l, _ := redis.New(c, "ours-tbc", tokenbucket.Config{Rate: 1e9, Burst: 1 << 40}, redis.WithCoalescing())
-				return func() error { _, err := l.Acquire(ctx, 1); return err }
-			}},
-			{"limitkit-fixedwindow-coalescing", func(c *goredis.Client) func() error {
-				l, _ := redis.New(c, "ours-fwc", fixedwindow.Config{Limit: 1 << 40, Window: time.Second}, redis.WithCoalescing())
-				return func() error { _, err := l.Acquire(ctx, 1); return err }
-			}},
-			{"limitkit-slidingwindow-coalescing", func(c *goredis.Client) func() error {
-				l, _ := redis.New(c, "ours-swc", slidingwindow.Config{Limit: 1 << 40, Window: time.Second}, redis.WithCoalescing())
-				return func() error { _, err := l.Acquire(ctx, 1); return err }
-			}},
 			{"limitkit-fixedwindow", func(c *goredis.Client) func() error {
 				l, _ := redis.New(c, "ours-fw", fixedwindow.Config{Limit: 1 << 40, Window: time.Second})
 				return func() error { _, err := l.Acquire(ctx, 1); return err }
 			}},
 			{"limitkit-slidingwindow", func(c *goredis.Client) func() error {
 				l, _ := redis.New(c, "ours-sw", slidingwindow.Config{Limit: 1 << 40, Window: time.Second})
+				return func() error { _, err := l.Acquire(ctx, 1); return err }
+			}},
+			{"limitkit-tokenbucket-without-coalescing", func(c *goredis.Client) func() error {
+				l, _ := redis.New(c, "ours-tbn", tokenbucket.Config{Rate: 1e9, Burst: 1 << 40}, redis.WithoutCoalescing())
+				return func() error { _, err := l.Acquire(ctx, 1); return err }
+			}},
+			{"limitkit-fixedwindow-without-coalescing", func(c *goredis.Client) func() error {
+				l, _ := redis.New(c, "ours-fwn", fixedwindow.Config{Limit: 1 << 40, Window: time.Second}, redis.WithoutCoalescing())
+				return func() error { _, err := l.Acquire(ctx, 1); return err }
+			}},
+			{"limitkit-slidingwindow-without-coalescing", func(c *goredis.Client) func() error {
+				l, _ := redis.New(c, "ours-swn", slidingwindow.Config{Limit: 1 << 40, Window: time.Second}, redis.WithoutCoalescing())
 				return func() error { _, err := l.Acquire(ctx, 1); return err }
 			}},
 			{"redis_rate", func(c *goredis.Client) func() error {

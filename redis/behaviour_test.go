@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,6 +148,40 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 		if got := n.n.Load() - before; got != 50 {
 			t.Errorf("%T: %d commands for 50 Acquire calls, want 50", cfg, got)
 		}
+	}
+}
+
+// TestConcurrentDecisionsShareScriptCalls: concurrent decisions of one
+// limiter are batched, so they cost fewer script calls than decisions, and
+// every one of them is still decided (all fit in the limit).
+func TestConcurrentDecisionsShareScriptCalls(t *testing.T) {
+	c := realClient(t)
+	const goroutines, each = 64, 20
+	l := mustNew(t, c, "batched", fixedwindow.Config{Limit: goroutines * each, Window: time.Hour})
+	l.Acquire(bg, 0) // loads the script
+	var n counter
+	c.AddHook(&n)
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if lease, err := l.Acquire(bg, 1); err == nil && lease.Acquired() {
+					granted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if granted.Load() != goroutines*each {
+		t.Fatalf("granted %d of %d", granted.Load(), goroutines*each)
+	}
+	if calls := n.n.Load(); calls >= goroutines*each {
+		t.Fatalf("%d script calls for %d concurrent decisions: not batched", calls, goroutines*each)
+	} else {
+		t.Logf("%d script calls for %d decisions", calls, goroutines*each)
 	}
 }
 

@@ -31,11 +31,11 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 			t.Run(name+"/"+a.Name, func(t *testing.T) {
 				clock := ratelimittest.NewClock()
 				cfg := a.Config(7, ratelimit.Queue{})
-				one, err := New(c, "one-"+a.Name, cfg, WithClock(clock), WithoutRefusalCache())
+				one, err := New(c, "one-"+a.Name, cfg, WithClock(clock), WithoutRefusalCache(), WithoutCoalescing())
 				if err != nil {
 					t.Fatal(err)
 				}
-				batched, _ := New(c, "batched-"+a.Name, cfg, WithClock(clock), WithoutRefusalCache(), WithCoalescing())
+				batched, _ := New(c, "batched-"+a.Name, cfg, WithClock(clock), WithoutRefusalCache())
 				rng := rand.New(rand.NewSource(int64(len(a.Name))))
 				decisions := 0
 				for round := 0; round < 30; round++ {
@@ -80,7 +80,7 @@ func TestBatcherDropsCancelledCall(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: mini.Addr()})
 	t.Cleanup(func() { c.Close() })
 	clock := ratelimittest.NewClock()
-	l, err := New(c, "k", fixedwindow.Config{Limit: 1, Window: time.Hour}, WithClock(clock), WithCoalescing())
+	l, err := New(c, "k", fixedwindow.Config{Limit: 1, Window: time.Hour}, WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,16 +61,16 @@ func TestConformanceRedis(t *testing.T) {
 	ratelimittest.Run(t, factory(realClient(t)), ratelimittest.Tick(time.Microsecond))
 }
 
-// TestConformanceCoalescing: the suite, hammer included, with concurrent
-// decisions sent in batches.
-func TestConformanceCoalescing(t *testing.T) {
-	ratelimittest.Run(t, factory(realClient(t), redis.WithCoalescing()), ratelimittest.Tick(time.Microsecond))
+// TestConformanceWithoutCoalescing: the suite, hammer included, with every
+// decision its own script call (the other suites batch concurrent ones).
+func TestConformanceWithoutCoalescing(t *testing.T) {
+	ratelimittest.Run(t, factory(realClient(t), redis.WithoutCoalescing()), ratelimittest.Tick(time.Microsecond))
 }
 
-// TestConformanceCluster runs on the real 3-node cluster, with coalescing
-// (a batch is one script call on one limiter's keys, so one node).
+// TestConformanceCluster runs on the real 3-node cluster (a batch is one
+// script call on one limiter's keys, so on one node).
 func TestConformanceCluster(t *testing.T) {
-	ratelimittest.Run(t, factory(clusterClient(t), redis.WithCoalescing()), ratelimittest.Tick(time.Microsecond))
+	ratelimittest.Run(t, factory(clusterClient(t)), ratelimittest.Tick(time.Microsecond))
 }
 
 // TestConformanceRing runs on a go-redis Ring of two real servers (keys are
