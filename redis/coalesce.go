@@ -45,7 +45,7 @@ func (b *batcher) do(ctx context.Context, args []interface{}) ([]interface{}, er
 	}
 	b.mu.Unlock()
 	if lead {
-		b.send(p)
+		b.send(ctx, p)
 	}
 	select {
 	case <-p.done:
@@ -66,13 +66,18 @@ func (b *batcher) do(ctx context.Context, args []interface{}) ([]interface{}, er
 }
 
 // send sends batches until own is answered, then leaves the queue to drain.
-func (b *batcher) send(own *pending) {
+// A batch of own alone is sent with own's ctx, as without coalescing.
+func (b *batcher) send(ctx context.Context, own *pending) {
 	for {
 		batch := b.next()
 		if batch == nil {
 			return
 		}
-		b.exec(batch)
+		if len(batch) == 1 && batch[0] == own {
+			b.exec(ctx, batch)
+		} else {
+			b.exec(context.Background(), batch)
+		}
 		select {
 		case <-own.done:
 			b.mu.Lock()
@@ -92,7 +97,7 @@ func (b *batcher) send(own *pending) {
 
 func (b *batcher) drain() {
 	for batch := b.next(); batch != nil; batch = b.next() {
-		b.exec(batch)
+		b.exec(context.Background(), batch)
 	}
 }
 
@@ -117,9 +122,8 @@ func (b *batcher) next() []*pending {
 // exec sends the batch as one script call: the script makes the decisions
 // one after another (see batch.lua), so the server reads the time and runs
 // a script once per batch, not once per decision.
-func (b *batcher) exec(batch []*pending) {
+func (b *batcher) exec(ctx context.Context, batch []*pending) {
 	l := b.l
-	ctx := context.Background()
 	if l.o.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.o.timeout)
