@@ -7,16 +7,20 @@ import (
 )
 
 // maxSenders bounds the batches one limiter has in flight at once; maxBatch
-// the decisions in one batch.
-const maxSenders, maxBatch = 8, 64
+// the decisions in one batch. One limiter's decisions run one after another
+// on the server anyway: measured with 16 and 64 goroutines on one key, two
+// batches in flight gave the most decisions per second and the lowest p99
+// (8 gave 25% fewer decisions and a p99 50% higher; 1 gave 10% fewer at 16
+// goroutines).
+const maxSenders, maxBatch = 2, 64
 
 // batcher sends concurrent decisions of one limiter in batches, each one
-// script call. There is no linger: a caller that finds fewer than maxSenders
-// batches in flight becomes a sender and sends what is queued at once (its
-// own call alone, if nobody else waits). Calls arriving while maxSenders
-// batches are in flight wait in the queue, and leave together as soon as a
-// sender is free. A sender whose own call is answered hands what is still
-// queued to a goroutine, which sends it and exits when the queue is empty.
+// script call. There is no linger: a call that finds the queue empty and a
+// sender free goes at once, alone and on its caller's ctx, as without
+// coalescing. Calls arriving while maxSenders batches are in flight wait in
+// the queue, and leave together as soon as a sender is free. A sender whose
+// own call is answered hands what is still queued to a goroutine, which
+// sends it and exits when the queue is empty.
 type batcher struct {
 	l       *Limiter
 	mu      sync.Mutex
@@ -36,16 +40,22 @@ type pending struct {
 // it is queued is dropped from the queue, so it is never made; once sent,
 // its answer is lost with the ctx, as with a plain script call.
 func (b *batcher) do(ctx context.Context, args []interface{}) ([]interface{}, error) {
-	p := &pending{args: args, done: make(chan struct{})}
 	b.mu.Lock()
-	b.queue = append(b.queue, p)
-	lead := b.senders < maxSenders
-	if lead {
+	free := b.senders < maxSenders
+	if free {
 		b.senders++
 	}
+	if free && len(b.queue) == 0 {
+		b.mu.Unlock()
+		v, err := b.l.script.Run(ctx, b.l.client, b.l.keys, args...).Slice()
+		b.handOff()
+		return v, err
+	}
+	p := &pending{args: args, done: make(chan struct{})}
+	b.queue = append(b.queue, p)
 	b.mu.Unlock()
-	if lead {
-		b.send(ctx, p)
+	if free {
+		b.send(p)
 	}
 	select {
 	case <-p.done:
@@ -65,33 +75,34 @@ func (b *batcher) do(ctx context.Context, args []interface{}) ([]interface{}, er
 	return nil, ctx.Err()
 }
 
-// send sends batches until own is answered, then leaves the queue to drain.
-// A batch of own alone is sent with own's ctx, as without coalescing.
-func (b *batcher) send(ctx context.Context, own *pending) {
+// send sends batches until own is answered, then hands off.
+func (b *batcher) send(own *pending) {
 	for {
 		batch := b.next()
 		if batch == nil {
 			return
 		}
-		if len(batch) == 1 && batch[0] == own {
-			b.exec(ctx, batch)
-		} else {
-			b.exec(context.Background(), batch)
-		}
+		b.exec(context.Background(), batch)
 		select {
 		case <-own.done:
-			b.mu.Lock()
-			idle := len(b.queue) == 0
-			if idle {
-				b.senders--
-			}
-			b.mu.Unlock()
-			if !idle {
-				go b.drain()
-			}
+			b.handOff()
 			return
 		default:
 		}
+	}
+}
+
+// handOff is a sender's last step: what is still queued goes to a goroutine
+// that keeps the sender's place.
+func (b *batcher) handOff() {
+	b.mu.Lock()
+	idle := len(b.queue) == 0
+	if idle {
+		b.senders--
+	}
+	b.mu.Unlock()
+	if !idle {
+		go b.drain()
 	}
 }
 
@@ -135,9 +146,17 @@ func (b *batcher) exec(ctx context.Context, batch []*pending) {
 		close(p.done)
 		return
 	}
-	args := []interface{}{"batch"}
+	// The parameters every decision of this limiter shares go once, after
+	// the head of now, permits and (for some scripts) op; then each decision
+	// sends its own head and extra arguments.
+	head, np := 2, len(l.args)
+	if l.op {
+		head = 3
+	}
+	args := make([]interface{}, 0, 3+np+len(batch)*(1+head))
+	args = append(append(args, "batch", head, np), l.args...)
 	for _, p := range batch {
-		args = append(append(args, len(p.args)), p.args...)
+		args = append(append(append(args, len(p.args)-np), p.args[:head]...), p.args[head+np:]...)
 	}
 	v, err := l.script.Run(ctx, l.client, l.keys, args...).Slice()
 	if err == nil && len(v) != len(batch) {

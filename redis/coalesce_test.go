@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"math/rand"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,5 +110,60 @@ func TestBatcherDropsCancelledCall(t *testing.T) {
 	// The permit was never taken: the limit of 1 is still whole.
 	if lease, err := l.Acquire(context.Background(), 1); err != nil || !lease.Acquired() {
 		t.Fatalf("Acquire after the dropped call = %v, %v; want granted", lease, err)
+	}
+}
+
+type markKey struct{}
+
+// ctxHook records, for each command, whether its ctx carries markKey, and
+// whether it is a batch.
+type ctxHook struct {
+	mu            sync.Mutex
+	marked, batch []bool
+}
+
+func (h *ctxHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *ctxHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.mu.Lock()
+		h.marked = append(h.marked, ctx.Value(markKey{}) != nil)
+		h.batch = append(h.batch, slices.Contains(cmd.Args(), interface{}("batch")))
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+func (h *ctxHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// TestLoneCallGoesAlone: with coalescing on, a call that finds nobody else
+// waiting is sent at once as a plain script call on its caller's ctx, as
+// without coalescing.
+func TestLoneCallGoesAlone(t *testing.T) {
+	mini := miniredis.RunT(t)
+	c := goredis.NewClient(&goredis.Options{Addr: mini.Addr()})
+	t.Cleanup(func() { c.Close() })
+	var h ctxHook
+	c.AddHook(&h)
+	l, err := New(c, "k", fixedwindow.Config{Limit: 5, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.WithValue(context.Background(), markKey{}, true)
+	for i := 0; i < 3; i++ {
+		if lease, err := l.Acquire(ctx, 1); err != nil || !lease.Acquired() {
+			t.Fatalf("Acquire %d = %v, %v", i, lease, err)
+		}
+	}
+	if len(h.marked) < 3 {
+		t.Fatalf("%d commands for 3 calls", len(h.marked))
+	}
+	for i := range h.marked {
+		if !h.marked[i] || h.batch[i] {
+			t.Fatalf("command %d: on the caller's ctx %v, batch %v; want true, false", i, h.marked[i], h.batch[i])
+		}
+	}
+	if l.batcher.senders != 0 {
+		t.Fatalf("%d senders left after the calls", l.batcher.senders)
 	}
 }

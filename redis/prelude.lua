@@ -92,7 +92,9 @@ end
 -- us after NOW; it is deleted when us <= 0 (initial already).
 local function store(k, us, fmt, a, b, c)
   local ms = us > 0 and expiry_ms(us)
-  if batching then written[k] = {ms, fmt, a, b, c} else write(k, ms, fmt, a, b, c) end
+  if not batching then return write(k, ms, fmt, a, b, c) end
+  local w = written[k]
+  if w then w[1], w[2], w[3], w[4], w[5] = ms, fmt, a, b, c else written[k] = {ms, fmt, a, b, c} end
 end
 
 -- The smallest offset in [lo, hi] at which ok holds, for ok monotone and
