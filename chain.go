@@ -64,7 +64,7 @@ func (c *ChainLimiter) acquire(ctx context.Context, permits int) (Lease, Limiter
 	for _, l := range taken {
 		best.d.ResetAfter = max(best.d.ResetAfter, l.ResetAfter())
 	}
-	return NewLease(best.d, ReasonNone, &taken, 0), nil, nil
+	return NewLease(best.d, best.limit, ReasonNone, &taken, 0), nil, nil
 }
 
 // Wait takes permits from every limiter, sleeping while any refuses.

@@ -27,12 +27,15 @@ func (x xrate) check(permits int) error {
 // decision describes the bucket at now with tokens left after a decision.
 func (x xrate) decision(granted bool, tokens float64) Decision {
 	burst, r := float64(x.l.Burst()), float64(x.l.Limit())
-	d := Decision{Granted: granted, Limit: int64(burst), RetryAfter: -1, Remaining: int64(math.Max(0, math.Floor(tokens)))}
+	d := Decision{Granted: granted, RetryAfter: -1, Remaining: int64(math.Max(0, math.Floor(tokens)))}
 	if r > 0 && !math.IsInf(r, 1) && tokens < burst {
 		d.ResetAfter = seconds((burst - tokens) / r)
 	}
 	return d
 }
+
+// lease makes the lease of d.
+func (x xrate) lease(d Decision, r Reason) Lease { return NewLease(d, int64(x.l.Burst()), r, nil, 0) }
 
 func seconds(s float64) time.Duration {
 	if ns := math.Ceil(s * float64(time.Second)); ns < float64(math.MaxInt64) {
@@ -47,17 +50,17 @@ func (x xrate) Acquire(_ context.Context, permits int) (Lease, error) {
 	}
 	now := time.Now()
 	if permits > 0 && x.l.AllowN(now, permits) {
-		return NewLease(x.decision(true, x.l.TokensAt(now)), ReasonNone, nil, 0), nil
+		return x.lease(x.decision(true, x.l.TokensAt(now)), ReasonNone), nil
 	}
 	tokens := x.l.TokensAt(now)
 	if permits == 0 {
-		return NewLease(x.decision(tokens >= 1, tokens), ReasonLimit, nil, 0), nil
+		return x.lease(x.decision(tokens >= 1, tokens), ReasonLimit), nil
 	}
 	d := x.decision(false, tokens)
 	if r := float64(x.l.Limit()); r > 0 {
 		d.RetryAfter = seconds((float64(permits) - tokens) / r)
 	}
-	return NewLease(d, ReasonLimit, nil, 0), nil
+	return x.lease(d, ReasonLimit), nil
 }
 
 func (x xrate) Wait(ctx context.Context, permits int) (Lease, error) {
@@ -77,13 +80,13 @@ func (x xrate) Wait(ctx context.Context, permits int) (Lease, error) {
 		r.CancelAt(now)
 		d := x.decision(false, x.l.TokensAt(now))
 		d.RetryAfter = delay
-		return NewLease(d, ReasonDeadline, nil, 0), nil
+		return x.lease(d, ReasonDeadline), nil
 	}
 	if err := Sleep(ctx, SystemClock, delay); err != nil {
 		r.Cancel()
 		return Lease{}, err
 	}
-	return NewLease(x.decision(true, x.l.TokensAt(time.Now())), ReasonNone, nil, 0), nil
+	return x.lease(x.decision(true, x.l.TokensAt(time.Now())), ReasonNone), nil
 }
 
 // SystemClock is the real clock: time.Now and time.AfterFunc.

@@ -64,7 +64,7 @@ func (m *Model) Timeless() bool { return true }
 // Step decides a request for permits; permits == 0 is a status check.
 // RetryAfter is always unknown (negative).
 func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
-	d := ratelimit.Decision{Limit: m.limit, RetryAfter: -1}
+	d := ratelimit.Decision{RetryAfter: -1}
 	if s.Held+max(permits, 1) <= m.limit {
 		d.Granted = true
 		s.Held += permits

@@ -87,7 +87,7 @@ func (m *Model) at(s State, now int64) State {
 func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	cur := m.at(s, now)
 	end := cur.Start + m.window
-	d := ratelimit.Decision{Limit: m.limit, RetryAfter: -1, ResetAfter: time.Duration(end - now)}
+	d := ratelimit.Decision{RetryAfter: -1, ResetAfter: time.Duration(end - now)}
 	if cur.Count+max(permits, 1) <= m.limit {
 		d.Granted = true
 		cur.Count += permits

@@ -314,7 +314,7 @@ func (l *limiter[S, T, M]) Acquire(_ context.Context, permits int) (ratelimit.Le
 	if d.Granted && permits > 0 && l.k.releaser == nil {
 		l.granted++
 		l.mu.Unlock()
-		return ratelimit.NewLease(d, ratelimit.ReasonNone, nil, 0), nil
+		return ratelimit.NewLease(d, l.k.capacity, ratelimit.ReasonNone, nil, 0), nil
 	}
 	lease := l.lease(d, int64(permits), ratelimit.ReasonLimit)
 	l.mu.Unlock()
@@ -483,14 +483,14 @@ func (l *limiter[S, T, M]) lease(d ratelimit.Decision, p int64, r ratelimit.Reas
 		if p > 0 || r != ratelimit.ReasonLimit {
 			l.refused++
 		}
-		return ratelimit.NewLease(d, r, nil, 0)
+		return ratelimit.NewLease(d, l.k.capacity, r, nil, 0)
 	}
 	if p == 0 {
-		return ratelimit.NewLease(d, r, nil, 0)
+		return ratelimit.NewLease(d, l.k.capacity, r, nil, 0)
 	}
 	l.granted++
 	if l.k.releaser == nil {
-		return ratelimit.NewLease(d, r, nil, 0)
+		return ratelimit.NewLease(d, l.k.capacity, r, nil, 0)
 	}
 	x := l.ext()
 	h := x.free
@@ -500,7 +500,7 @@ func (l *limiter[S, T, M]) lease(d ratelimit.Decision, p int64, r ratelimit.Reas
 		x.free, h.next = h.next, nil
 	}
 	h.permits = p
-	return ratelimit.NewLease(d, r, h, h.gen.Load())
+	return ratelimit.NewLease(d, l.k.capacity, r, h, h.gen.Load())
 }
 
 // serve grants queued waiters, in queue order, while they fit, and sets the
@@ -645,7 +645,7 @@ func (l *limiter[S, T, M]) Close() error {
 	for l.head != nil {
 		w := l.head
 		l.remove(w, now)
-		l.answer(w, l.refuse(ratelimit.Decision{Limit: l.k.capacity, RetryAfter: -1}, ratelimit.ReasonClosed))
+		l.answer(w, l.refuse(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed))
 	}
 	return nil
 }

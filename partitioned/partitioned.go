@@ -156,7 +156,7 @@ func (l *Limiter[R]) do(ctx context.Context, resource R, op func(ratelimit.Limit
 			}
 			if err == nil {
 				l.stats.refused.Add(1)
-				return ratelimit.NewLease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonNoPartition, nil, 0), nil
+				return ratelimit.NewLease(ratelimit.Decision{RetryAfter: -1}, 0, ratelimit.ReasonNoPartition, nil, 0), nil
 			}
 			return ratelimit.Lease{}, err
 		}
@@ -334,7 +334,7 @@ func (noLimit) Acquire(_ context.Context, permits int) (ratelimit.Lease, error) 
 	if permits < 0 {
 		return ratelimit.Lease{}, ratelimit.CheckPermits(permits, 0)
 	}
-	return ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: -1, Limit: -1, RetryAfter: -1}, 0, nil, 0), nil
+	return ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: -1, RetryAfter: -1}, -1, 0, nil, 0), nil
 }
 
 func (n noLimit) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {

@@ -316,6 +316,9 @@ func testSequences(t *testing.T, s *suite) {
 					st.RetryAfter = s.round(st.RetryAfter, false)
 				}
 				CheckLease(t, fmt.Sprintf("step %d", i+1), lease, st)
+				if lease.Limit() != seq.Config.Capacity() {
+					t.Errorf("step %d: Limit() = %d, want %d", i+1, lease.Limit(), seq.Config.Capacity())
+				}
 			}
 		})
 	}

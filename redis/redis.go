@@ -199,8 +199,8 @@ func (l *Limiter) cached(p int64, at time.Time) (ratelimit.Lease, bool) {
 	if now >= r.until {
 		return ratelimit.Lease{}, false
 	}
-	d := ratelimit.Decision{Limit: l.capacity, Remaining: r.remaining, RetryAfter: time.Duration(r.until - now), ResetAfter: time.Duration(max(r.resetAt-now, 0))}
-	return ratelimit.NewLease(d, ratelimit.ReasonLimit, nil, 0), true
+	d := ratelimit.Decision{Remaining: r.remaining, RetryAfter: time.Duration(r.until - now), ResetAfter: time.Duration(max(r.resetAt-now, 0))}
+	return ratelimit.NewLease(d, l.capacity, ratelimit.ReasonLimit, nil, 0), true
 }
 
 // remember caches a refusal of p permits decided at the local instant at; a
@@ -386,7 +386,7 @@ func parseReply(v []interface{}) (reply, error) {
 }
 
 func (l *Limiter) decision(r reply) ratelimit.Decision {
-	return ratelimit.Decision{Granted: r.granted, Remaining: r.remaining, Limit: l.capacity, RetryAfter: r.retryAfter, ResetAfter: r.resetAfter}
+	return ratelimit.Decision{Granted: r.granted, Remaining: r.remaining, RetryAfter: r.retryAfter, ResetAfter: r.resetAfter}
 }
 
 func (l *Limiter) isClosed() bool {
@@ -407,7 +407,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 		return ratelimit.Lease{}, ratelimit.ErrClosed
 	}
 	if l.unlimited {
-		return ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: l.capacity, Limit: l.capacity}, 0, nil, 0), nil
+		return ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: l.capacity}, l.capacity, 0, nil, 0), nil
 	}
 	p := int64(permits)
 	at := l.localNow()
@@ -440,9 +440,9 @@ func (l *Limiter) tail(id string) []interface{} {
 func (l *Limiter) lease(r reply, p int64, id string, reason ratelimit.Reason) ratelimit.Lease {
 	d := l.decision(r)
 	if d.Granted && l.release && p > 0 {
-		return ratelimit.NewLease(d, 0, l.hold(id, p), 0)
+		return ratelimit.NewLease(d, l.capacity, 0, l.hold(id, p), 0)
 	}
-	return ratelimit.NewLease(d, reason, nil, 0)
+	return ratelimit.NewLease(d, l.capacity, reason, nil, 0)
 }
 
 // fail applies the failure policy to a Redis error.
@@ -455,9 +455,9 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 	}
 	switch l.o.policy {
 	case FailOpen:
-		return ratelimit.NewLease(ratelimit.Decision{Granted: true, Limit: l.capacity, RetryAfter: -1}, 0, nil, 0), nil
+		return ratelimit.NewLease(ratelimit.Decision{Granted: true, RetryAfter: -1}, l.capacity, 0, nil, 0), nil
 	case FailClosed:
-		return ratelimit.NewLease(ratelimit.Decision{Limit: l.capacity, RetryAfter: -1}, ratelimit.ReasonUnavailable, nil, 0), nil
+		return ratelimit.NewLease(ratelimit.Decision{RetryAfter: -1}, l.capacity, ratelimit.ReasonUnavailable, nil, 0), nil
 	}
 	return ratelimit.Lease{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 }
@@ -505,11 +505,11 @@ func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 }
 
 func refusedAs(l ratelimit.Lease, r ratelimit.Reason) ratelimit.Lease {
-	d := ratelimit.Decision{Limit: l.Limit(), Remaining: l.Remaining(), ResetAfter: l.ResetAfter(), RetryAfter: -1}
+	d := ratelimit.Decision{Remaining: l.Remaining(), ResetAfter: l.ResetAfter(), RetryAfter: -1}
 	if ra, ok := l.RetryAfter(); ok {
 		d.RetryAfter = ra
 	}
-	return ratelimit.NewLease(d, r, nil, 0)
+	return ratelimit.NewLease(d, l.Limit(), r, nil, 0)
 }
 
 // reserve is the token bucket's Wait: one round trip takes the tokens (the
@@ -564,7 +564,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, permits int) (rate
 	case <-ctx.Done():
 		return ratelimit.Lease{}, ctx.Err()
 	case <-l.closed:
-		return ratelimit.NewLease(ratelimit.Decision{Limit: l.capacity, RetryAfter: -1}, ratelimit.ReasonClosed, nil, 0), nil
+		return ratelimit.NewLease(ratelimit.Decision{RetryAfter: -1}, l.capacity, ratelimit.ReasonClosed, nil, 0), nil
 	}
 }
 

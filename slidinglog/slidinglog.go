@@ -121,7 +121,7 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 		s.Len -= n
 		s.Total -= p
 	}
-	d := ratelimit.Decision{Limit: m.limit, RetryAfter: -1}
+	d := ratelimit.Decision{RetryAfter: -1}
 	if need := s.Total + max(permits, 1) - m.limit; need <= 0 {
 		d.Granted = true
 		if permits > 0 {

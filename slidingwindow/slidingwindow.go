@@ -193,7 +193,7 @@ func (m *Model) fits(s State, now, permits int64) bool {
 // is exact: the same request is granted after it and refused 1ns earlier.
 func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	s = m.at(s, now)
-	d := ratelimit.Decision{Limit: m.limit, RetryAfter: -1}
+	d := ratelimit.Decision{RetryAfter: -1}
 	want := max(permits, 1)
 	if m.segments > 0 {
 		// s is at now: Available(s, now) is what the ring holds.

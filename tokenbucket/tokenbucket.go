@@ -177,7 +177,7 @@ func (m *Model) dueAt(s State, now int64) int64 {
 // A refusal leaves the state unchanged and carries the exact RetryAfter: the
 // same request is granted at now+RetryAfter and refused one nanosecond earlier.
 func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
-	d := ratelimit.Decision{Limit: m.burst, RetryAfter: -1}
+	d := ratelimit.Decision{RetryAfter: -1}
 	if m.inf {
 		d.Granted, d.Remaining = true, m.burst
 		return s, d
