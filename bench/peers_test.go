@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,6 +146,39 @@ func BenchmarkRedis(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkRedisLone: one goroutine, coalescing on and off, alternated in
+// 20 rounds of 2,000 calls (b.N is ignored: run with -benchtime=1x), so
+// that both see the same machine. Reports the median µs per call of each
+// and their ratio.
+func BenchmarkRedisLone(b *testing.B) {
+	addr := redistest.Start(b).Addr
+	ctx := context.Background()
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	cfg := tokenbucket.Config{Rate: 1e9, Burst: 1 << 40}
+	with, _ := redis.New(c, "lone-with", cfg)
+	without, _ := redis.New(c, "lone-without", cfg, redis.WithoutCoalescing())
+	limiters := []*redis.Limiter{with, without}
+	var us [2][]float64
+	for round := 0; round < 20; round++ {
+		for k := 0; k < 2; k++ {
+			i := (round + k) % 2 // each goes first in half the rounds
+			t0 := time.Now()
+			for n := 0; n < 2000; n++ {
+				if _, err := limiters[i].Acquire(ctx, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			us[i] = append(us[i], float64(time.Since(t0).Microseconds())/2000)
+		}
+	}
+	median := func(v []float64) float64 { sort.Float64s(v); return (v[len(v)/2-1] + v[len(v)/2]) / 2 }
+	w, wo := median(us[0]), median(us[1])
+	b.ReportMetric(w, "µs/call-coalescing")
+	b.ReportMetric(wo, "µs/call-without")
+	b.ReportMetric(w/wo, "time-ratio")
 }
 
 // BenchmarkRedisMemoryPerKey: used_memory per key, limitkit's token bucket
