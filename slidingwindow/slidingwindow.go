@@ -68,15 +68,22 @@ func (c Config) Capacity() int64 { return int64(c.Limit) }
 // QueueOptions returns c.Queue.
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
 
-// State of a sliding window. Segmented: Counts is a ring of per-segment
-// counts, Start the start of the newest segment, Head its index in Counts and
-// Total their sum. Weighted: Start is the current fixed window's start, Total
-// its count and Prev the previous window's count. Instants are nanoseconds
-// since the Unix epoch. Step updates Counts in place.
+// State of a sliding window. Segmented: Ring holds the per-segment counts,
+// Start is the start of the newest segment and Total the counts' sum.
+// Weighted: Start is the current fixed window's start, Total its count and
+// Prev the previous window's count. Instants are nanoseconds since the Unix
+// epoch. Step updates the Ring in place.
+//
+// State is four words, so that Go passes it in registers.
 type State struct {
-	Start  int64
-	Total  int64
-	Prev   int64
+	Start int64
+	Total int64
+	Prev  int64
+	Ring  *Ring // segmented only
+}
+
+// Ring is the segmented window's counts: Counts[Head] is the newest segment's.
+type Ring struct {
 	Head   int64
 	Counts []int64
 }
@@ -104,7 +111,7 @@ func NewModel(c Config) (Model, error) {
 // Initial is an empty window.
 func (m *Model) Initial() State {
 	if m.segments > 0 {
-		return State{Counts: make([]int64, m.segments)}
+		return State{Ring: &Ring{Counts: make([]int64, m.segments)}}
 	}
 	return State{}
 }
@@ -132,15 +139,16 @@ func (m *Model) at(s State, now int64) State {
 	if start <= s.Start {
 		return s
 	}
+	r := s.Ring
 	if (start-s.Start)/m.seg >= m.segments {
-		clear(s.Counts)
+		clear(r.Counts)
 		s.Total = 0
-		s.Head = m.index(start)
+		r.Head = m.index(start)
 	} else {
 		for t := s.Start + m.seg; t <= start; t += m.seg {
-			s.Head = m.next(s.Head)
-			s.Total -= s.Counts[s.Head]
-			s.Counts[s.Head] = 0
+			r.Head = m.next(r.Head)
+			s.Total -= r.Counts[r.Head]
+			r.Counts[r.Head] = 0
 		}
 	}
 	s.Start = start
@@ -200,7 +208,7 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 		if s.Total+want <= m.limit {
 			d.Granted = true
 			s.Total += permits
-			s.Counts[s.Head] += permits
+			s.Ring.Counts[s.Ring.Head] += permits
 		} else {
 			d.RetryAfter = time.Duration(m.earliest(s, now, want) - now)
 		}
@@ -225,9 +233,9 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 func (m *Model) earliest(s State, now, permits int64) int64 {
 	if m.segments > 0 {
 		need := s.Total + permits - m.limit
-		i := m.next(s.Head) // the oldest segment
+		i := m.next(s.Ring.Head) // the oldest segment
 		for t := s.Start - (m.segments-1)*m.seg; t <= s.Start; t += m.seg {
-			need -= s.Counts[i]
+			need -= s.Ring.Counts[i]
 			if need <= 0 {
 				return t + m.window
 			}
@@ -264,8 +272,8 @@ func (m *Model) Available(s State, now int64) int64 {
 			if (start-s.Start)/m.seg >= m.segments {
 				total = 0
 			} else {
-				for t, i := s.Start+m.seg, m.next(s.Head); t <= start; t, i = t+m.seg, m.next(i) {
-					total -= s.Counts[i]
+				for t, i := s.Start+m.seg, m.next(s.Ring.Head); t <= start; t, i = t+m.seg, m.next(i) {
+					total -= s.Ring.Counts[i]
 				}
 			}
 		}
@@ -286,8 +294,8 @@ func (m *Model) InitialAt(s State) int64 {
 		}
 		return math.MinInt64
 	}
-	for t, i := s.Start, s.Head; t > s.Start-m.window; t, i = t-m.seg, m.prev(i) {
-		if s.Counts[i] != 0 {
+	for t, i := s.Start, s.Ring.Head; t > s.Start-m.window; t, i = t-m.seg, m.prev(i) {
+		if s.Ring.Counts[i] != 0 {
 			return t + m.window
 		}
 	}
