@@ -52,34 +52,44 @@ type Entry struct {
 	Permits int64
 }
 
-// State is the log: a ring of entries, oldest at Head, and their total.
-// Step updates the ring in place and grows it by doubling.
+// State is the total of the permits in the log, and the log: nil until
+// the first grant. Step updates the log in place.
+//
+// State is two words, so that Go passes it in registers.
 type State struct {
-	Ring  []Entry
-	Head  int
-	Len   int
 	Total int64
+	Log   *Log
 }
 
-func (s *State) at(i int) *Entry { return &s.Ring[(s.Head+i)%len(s.Ring)] }
+// Log is a ring of entries, oldest at Head, that grows by doubling.
+type Log struct {
+	Ring []Entry
+	Head int
+	Len  int
+}
 
-func (s *State) push(e Entry) {
-	if s.Len > 0 {
-		if last := s.at(s.Len - 1); last.At == e.At {
+func (g *Log) at(i int) *Entry { return &g.Ring[(g.Head+i)%len(g.Ring)] }
+
+func (g *Log) push(e Entry) {
+	if g.Len > 0 {
+		if last := g.at(g.Len - 1); last.At == e.At {
 			last.Permits += e.Permits
 			return
 		}
 	}
-	if s.Len == len(s.Ring) {
-		grown := make([]Entry, max(4, 2*len(s.Ring)))
-		for i := 0; i < s.Len; i++ {
-			grown[i] = *s.at(i)
+	if g.Len == len(g.Ring) {
+		grown := make([]Entry, max(4, 2*len(g.Ring)))
+		for i := 0; i < g.Len; i++ {
+			grown[i] = *g.at(i)
 		}
-		s.Ring, s.Head = grown, 0
+		g.Ring, g.Head = grown, 0
 	}
-	*s.at(s.Len) = e
-	s.Len++
+	*g.at(g.Len) = e
+	g.Len++
 }
+
+// empty reports whether the log holds no entry.
+func (s State) empty() bool { return s.Log == nil || s.Log.Len == 0 }
 
 // Model is the reference model of a validated Config.
 type Model struct {
@@ -99,14 +109,16 @@ func NewModel(c Config) (Model, error) {
 func (m *Model) Initial() State { return State{} }
 
 // expired counts the oldest entries and permits that have left the window at now.
-func (m *Model) expired(s *State, now int64) (n int, permits int64) {
-	for n < s.Len {
-		e := s.at(n)
+func (m *Model) expired(s State, now int64) (n int, permits int64) {
+	if s.Log == nil {
+		return 0, 0
+	}
+	for g := s.Log; n < g.Len; n++ {
+		e := g.at(n)
 		if e.At+m.window > now {
 			break
 		}
 		permits += e.Permits
-		n++
 	}
 	return n, permits
 }
@@ -115,22 +127,25 @@ func (m *Model) expired(s *State, now int64) (n int, permits int64) {
 // A refusal changes nothing but dropping expired entries; its RetryAfter is
 // when enough of the oldest grants leave the window.
 func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
-	n, p := m.expired(&s, now)
-	if n > 0 {
-		s.Head = (s.Head + n) % len(s.Ring)
-		s.Len -= n
+	if n, p := m.expired(s, now); n > 0 {
+		g := s.Log
+		g.Head = (g.Head + n) % len(g.Ring)
+		g.Len -= n
 		s.Total -= p
 	}
 	d := ratelimit.Decision{RetryAfter: -1}
 	if need := s.Total + max(permits, 1) - m.limit; need <= 0 {
 		d.Granted = true
 		if permits > 0 {
-			s.push(Entry{At: now, Permits: permits})
+			if s.Log == nil {
+				s.Log = new(Log)
+			}
+			s.Log.push(Entry{At: now, Permits: permits})
 			s.Total += permits
 		}
 	} else {
-		for i := 0; i < s.Len; i++ {
-			e := s.at(i)
+		for i, g := 0, s.Log; i < g.Len; i++ { // need > 0: the log holds entries
+			e := g.at(i)
 			if need -= e.Permits; need <= 0 {
 				d.RetryAfter = time.Duration(e.At + m.window - now)
 				break
@@ -138,8 +153,8 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 		}
 	}
 	d.Remaining = m.limit - s.Total
-	if s.Len > 0 {
-		d.ResetAfter = time.Duration(s.at(s.Len-1).At + m.window - now)
+	if !s.empty() {
+		d.ResetAfter = time.Duration(s.Log.at(s.Log.Len-1).At + m.window - now)
 	}
 	return s, d
 }
@@ -147,14 +162,14 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 // Available is the number of permits that could be granted at now; it reads s
 // without changing it.
 func (m *Model) Available(s State, now int64) int64 {
-	_, p := m.expired(&s, now)
+	_, p := m.expired(s, now)
 	return m.limit - s.Total + p
 }
 
 // InitialAt is the instant from which s, left alone, is an empty log.
 func (m *Model) InitialAt(s State) int64 {
-	if s.Len == 0 {
+	if s.empty() {
 		return math.MinInt64
 	}
-	return s.at(s.Len-1).At + m.window
+	return s.Log.at(s.Log.Len-1).At + m.window
 }
