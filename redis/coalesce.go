@@ -82,7 +82,7 @@ func (b *batcher) send(own *pending) {
 		if batch == nil {
 			return
 		}
-		b.exec(context.Background(), batch)
+		b.exec(batch)
 		select {
 		case <-own.done:
 			b.handOff()
@@ -108,7 +108,7 @@ func (b *batcher) handOff() {
 
 func (b *batcher) drain() {
 	for batch := b.next(); batch != nil; batch = b.next() {
-		b.exec(context.Background(), batch)
+		b.exec(batch)
 	}
 }
 
@@ -133,8 +133,9 @@ func (b *batcher) next() []*pending {
 // exec sends the batch as one script call: the script makes the decisions
 // one after another (see batch.lua), so the server reads the time and runs
 // a script once per batch, not once per decision.
-func (b *batcher) exec(ctx context.Context, batch []*pending) {
+func (b *batcher) exec(batch []*pending) {
 	l := b.l
+	ctx := context.Background() // a batch serves many callers: none's ctx
 	if l.o.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.o.timeout)
@@ -149,10 +150,7 @@ func (b *batcher) exec(ctx context.Context, batch []*pending) {
 	// The parameters every decision of this limiter shares go once, after
 	// the head of now, permits and (for some scripts) op; then each decision
 	// sends its own head and extra arguments.
-	head, np := 2, len(l.args)
-	if l.op {
-		head = 3
-	}
+	head, np := l.headLen(), len(l.args)
 	args := make([]interface{}, 0, 3+np+len(batch)*(1+head))
 	args = append(append(args, "batch", head, np), l.args...)
 	for _, p := range batch {

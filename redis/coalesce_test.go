@@ -54,7 +54,7 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 						args := batched.argv(now, "a", p, batched.tail(batched.holderID()))
 						batch = append(batch, &pending{args: args, done: make(chan struct{})})
 					}
-					batched.batcher.exec(ctx, batch)
+					batched.batcher.exec(batch)
 					for i, p := range batch {
 						if p.err != nil {
 							t.Fatalf("round %d, decision %d: %v", round, i, p.err)

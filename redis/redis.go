@@ -364,6 +364,14 @@ func (l *Limiter) argv(local time.Time, op string, permits int64, extra []interf
 	return append(append(args, l.args...), extra...)
 }
 
+// headLen is the number of arguments argv puts before the parameters.
+func (l *Limiter) headLen() int {
+	if l.op {
+		return 3
+	}
+	return 2
+}
+
 func parseReply(v []interface{}) (reply, error) {
 	if len(v) != 5 {
 		return reply{}, fmt.Errorf("redis: script replied %d values, want 5", len(v))
