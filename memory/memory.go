@@ -230,26 +230,26 @@ type limiter[S, T any, M modelPtr[S, T]] struct {
 	mu      sync.Mutex
 	closed  bool
 	state   S
-	head    *waiter // oldest waiter
-	x       *extra  // allocated on first use
-	emptied int64   // last instant the queue became empty or, for releasers, nothing was held (or creation); or idleSinceUnknown
+	head    *waiter         // oldest waiter
+	x       *extra[S, T, M] // allocated on first use
+	emptied int64           // last instant the queue became empty or, for releasers, nothing was held (or creation); or idleSinceUnknown
 	granted uint64
 	refused uint64
 }
 
 // extra is the state only queues and releases need.
-type extra struct {
+type extra[S, T any, M modelPtr[S, T]] struct {
 	tail    *waiter // newest waiter
 	queued  int64   // permits queued
 	timer   ratelimit.Timer
-	timerAt int64   // instant the timer is set for; 0 when not set
-	free    *handle // released handles, for reuse
+	timerAt int64            // instant the timer is set for; 0 when not set
+	free    *handle[S, T, M] // released handles, for reuse
 }
 
 // ext returns l.x, allocating it on first use. Requires l.mu.
-func (l *limiter[S, T, M]) ext() *extra {
+func (l *limiter[S, T, M]) ext() *extra[S, T, M] {
 	if l.x == nil {
-		l.x = new(extra)
+		l.x = new(extra[S, T, M])
 	}
 	return l.x
 }
@@ -311,10 +311,16 @@ func (l *limiter[S, T, M]) Acquire(_ context.Context, permits int) (ratelimit.Le
 	}
 	var d ratelimit.Decision
 	l.state, d = M(&l.k.model).Step(l.state, now, int64(permits))
-	if d.Granted && permits > 0 && l.k.releaser == nil {
+	if d.Granted && permits > 0 {
 		l.granted++
+		var rel ratelimit.Releaser
+		var token uint64
+		if l.k.releaser != nil {
+			h := l.handle(int64(permits))
+			rel, token = h, h.gen.Load()
+		}
 		l.mu.Unlock()
-		return ratelimit.NewLease(d, l.k.capacity, ratelimit.ReasonNone, nil, 0), nil
+		return ratelimit.NewLease(d, l.k.capacity, ratelimit.ReasonNone, rel, token), nil
 	}
 	lease := l.lease(d, int64(permits), ratelimit.ReasonLimit)
 	l.mu.Unlock()
@@ -492,15 +498,22 @@ func (l *limiter[S, T, M]) lease(d ratelimit.Decision, p int64, r ratelimit.Reas
 	if l.k.releaser == nil {
 		return ratelimit.NewLease(d, l.k.capacity, r, nil, 0)
 	}
+	h := l.handle(p)
+	return ratelimit.NewLease(d, l.k.capacity, r, h, h.gen.Load())
+}
+
+// handle returns a handle for a lease of p permits, reused from the free
+// list when one is there. Requires l.mu.
+func (l *limiter[S, T, M]) handle(p int64) *handle[S, T, M] {
 	x := l.ext()
 	h := x.free
 	if h == nil {
-		h = &handle{owner: l}
+		h = &handle[S, T, M]{owner: l}
 	} else {
 		x.free, h.next = h.next, nil
 	}
 	h.permits = p
-	return ratelimit.NewLease(d, l.k.capacity, r, h, h.gen.Load())
+	return h
 }
 
 // serve grants queued waiters, in queue order, while they fit, and sets the
@@ -651,12 +664,12 @@ func (l *limiter[S, T, M]) Close() error {
 }
 
 // giveBack returns the permits of a released lease and recycles its handle.
-func (l *limiter[S, T, M]) giveBack(h *handle) {
+// l.x exists: the lease's handle was made by lease.
+func (l *limiter[S, T, M]) giveBack(h *handle[S, T, M]) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	x := l.ext()
-	h.next, x.free = x.free, h
+	h.next, l.x.free = l.x.free, h
 	if l.closed {
+		l.mu.Unlock()
 		return
 	}
 	var now int64
@@ -670,20 +683,21 @@ func (l *limiter[S, T, M]) giveBack(h *handle) {
 	if l.head == nil && M(&l.k.model).InitialAt(l.state) == math.MinInt64 {
 		l.emptied = idleSinceUnknown // IdleFor reads the clock, not every release
 	}
+	l.mu.Unlock()
 }
 
 // handle is the Releaser of a concurrency lease. Released handles go on the
 // limiter's free list and are reused; gen tells the lease that owns a handle
 // from older copies, which makes Release idempotent without an allocation
 // per lease. permits and next are guarded by the owner's mu.
-type handle struct {
+type handle[S, T any, M modelPtr[S, T]] struct {
 	gen     atomic.Uint64
 	permits int64
-	next    *handle
-	owner   interface{ giveBack(*handle) }
+	next    *handle[S, T, M]
+	owner   *limiter[S, T, M]
 }
 
-func (h *handle) Release(token uint64) {
+func (h *handle[S, T, M]) Release(token uint64) {
 	if !h.gen.CompareAndSwap(token, token+1) {
 		return
 	}
