@@ -128,41 +128,57 @@ func (l *Limiter[R]) shardOf(key string) *shard {
 
 // Acquire takes permits from resource's partition now, or refuses.
 func (l *Limiter[R]) Acquire(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
-	return l.do(ctx, resource, func(lim ratelimit.Limiter) (ratelimit.Lease, error) { return lim.Acquire(ctx, permits) })
+	lim, p, lease, err := l.get(resource)
+	if lim == nil {
+		return lease, err
+	}
+	if p != nil {
+		defer p.inflight.Add(-1)
+	}
+	return lim.Acquire(ctx, permits)
 }
 
 // Wait takes permits from resource's partition, waiting until ctx is done.
 func (l *Limiter[R]) Wait(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
-	return l.do(ctx, resource, func(lim ratelimit.Limiter) (ratelimit.Lease, error) { return lim.Wait(ctx, permits) })
+	lim, p, lease, err := l.get(resource)
+	if lim == nil {
+		return lease, err
+	}
+	if p != nil {
+		defer p.inflight.Add(-1)
+	}
+	return lim.Wait(ctx, permits)
 }
 
-func (l *Limiter[R]) do(ctx context.Context, resource R, op func(ratelimit.Limiter) (ratelimit.Lease, error)) (ratelimit.Lease, error) {
+// get returns the limiter that serves resource: its partition's, which p
+// holds by one in-flight call until the caller lowers p.inflight, or the
+// overflow limiter (p nil). When there is none, lim is nil and lease, err
+// are the answer.
+func (l *Limiter[R]) get(resource R) (lim ratelimit.Limiter, p *partition, lease ratelimit.Lease, err error) {
 	if l.closed.Load() {
-		return ratelimit.Lease{}, ratelimit.ErrClosed
+		return nil, nil, lease, ratelimit.ErrClosed
 	}
 	key := l.cfg.Key(resource)
 	s := l.shardOf(key)
 	s.mu.RLock()
-	p := s.partitions[key]
+	p = s.partitions[key]
 	if p != nil {
 		p.inflight.Add(1) // under the read lock: the sweeper cannot take p now
 	}
 	s.mu.RUnlock()
-	if p == nil {
-		var err error
-		if p, err = l.create(s, key); err != nil || p == nil {
-			if err == nil && l.cfg.Overflow != nil {
-				return op(l.cfg.Overflow)
-			}
-			if err == nil {
-				l.stats.refused.Add(1)
-				return ratelimit.NewLease(ratelimit.Decision{RetryAfter: -1}, 0, ratelimit.ReasonNoPartition, nil, 0), nil
-			}
-			return ratelimit.Lease{}, err
-		}
+	if p != nil {
+		return p.limiter, p, lease, nil
 	}
-	defer p.inflight.Add(-1)
-	return op(p.limiter)
+	switch p, err = l.create(s, key); {
+	case p != nil:
+		return p.limiter, p, lease, nil
+	case err != nil:
+		return nil, nil, lease, err
+	case l.cfg.Overflow != nil:
+		return l.cfg.Overflow, nil, lease, nil
+	}
+	l.stats.refused.Add(1)
+	return nil, nil, ratelimit.NewLease(ratelimit.Decision{RetryAfter: -1}, 0, ratelimit.ReasonNoPartition, nil, 0), nil
 }
 
 // create makes key's partition, raised by one in-flight call, or returns nil
