@@ -88,6 +88,13 @@ type partition struct {
 	inflight atomic.Int32 // calls that hold this partition; raised under the shard's read lock
 }
 
+// done ends a call that get counted in flight; nothing for no partition.
+func (p *partition) done() {
+	if p != nil {
+		p.inflight.Add(-1)
+	}
+}
+
 // idler is implemented by limiters that can tell they are in their initial state.
 type idler interface {
 	IdleFor() (time.Duration, bool)
@@ -132,9 +139,7 @@ func (l *Limiter[R]) Acquire(ctx context.Context, resource R, permits int) (rate
 	if lim == nil {
 		return lease, err
 	}
-	if p != nil {
-		defer p.inflight.Add(-1)
-	}
+	defer p.done()
 	return lim.Acquire(ctx, permits)
 }
 
@@ -144,15 +149,13 @@ func (l *Limiter[R]) Wait(ctx context.Context, resource R, permits int) (ratelim
 	if lim == nil {
 		return lease, err
 	}
-	if p != nil {
-		defer p.inflight.Add(-1)
-	}
+	defer p.done()
 	return lim.Wait(ctx, permits)
 }
 
 // get returns the limiter that serves resource: its partition's, which p
-// holds by one in-flight call until the caller lowers p.inflight, or the
-// overflow limiter (p nil). When there is none, lim is nil and lease, err
+// holds by one in-flight call until the caller's p.done, or the overflow
+// limiter (p nil). When there is none, lim is nil and lease, err
 // are the answer.
 func (l *Limiter[R]) get(resource R) (lim ratelimit.Limiter, p *partition, lease ratelimit.Lease, err error) {
 	if l.closed.Load() {
