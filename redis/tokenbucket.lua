@@ -86,13 +86,10 @@ local function decide(ARGV)
     if p > 0 then cur = after end
     local reset = reset_after(cur, l)
     if p > 0 then save(cur, l, reset) end
-    local rem = 0
-    if cur > 0 then rem = floor(cur) end
-    return reply(true, rem, -1, reset)
+    return reply(true, max(0, floor(cur)), -1, reset)
   end
 
-  local rem = 0
-  if cur > 0 then rem = floor(cur) end
+  local rem = max(0, floor(cur))
 
   if op == 'w' and p > 0 then
     local qlimit, maxwait = tonumber(ARGV[8]), tonumber(ARGV[9])
