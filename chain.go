@@ -60,11 +60,11 @@ func (c *ChainLimiter) acquire(ctx context.Context, permits int) (Lease, Limiter
 			best = l
 		}
 	}
-	best.d.ResetAfter = 0
+	d := Decision{Granted: true, Remaining: best.Remaining()}
 	for _, l := range taken {
-		best.d.ResetAfter = max(best.d.ResetAfter, l.ResetAfter())
+		d.ResetAfter = max(d.ResetAfter, l.ResetAfter())
 	}
-	return NewLease(best.d, best.limit, ReasonNone, &taken, 0), nil, nil
+	return NewLease(d, best.Limit(), ReasonNone, &taken, 0), nil, nil
 }
 
 // Wait takes permits from every limiter, sleeping while any refuses.
@@ -87,8 +87,7 @@ func (c *ChainLimiter) Wait(ctx context.Context, permits int) (Lease, error) {
 			continue
 		}
 		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(c.clock.Now()) < d {
-			lease.reason = ReasonDeadline
-			return lease, nil
+			return NewLease(Decision{Remaining: lease.Remaining(), RetryAfter: d, ResetAfter: lease.ResetAfter()}, lease.Limit(), ReasonDeadline, nil, 0), nil
 		}
 		if err := Sleep(ctx, c.clock, d); err != nil {
 			return Lease{}, err

@@ -52,73 +52,144 @@ type Releaser interface {
 	Release(token uint64)
 }
 
-// Lease is the answer to a request for permits. It is a small value; leases
-// of rate algorithms carry no pointer and cost no allocation.
-// The zero Lease is a refusal with no figures.
+// Lease is the answer to a request for permits. It is a value of four
+// words, and making one allocates nothing when the backend keeps its
+// LeaseInfo values (see Leases). The zero Lease is a refusal with no figures.
+//
+// Four words is what the compiler keeps in registers; a larger lease is
+// built in memory and copied out, and that copy stalled the processor (store
+// forwarding) for about half of a memory limiter's decision, in the backend
+// and again in the caller. So what the leases of one outcome share (the
+// capacity, the reason, the Releaser) sits behind info, and a granted
+// lease's release token takes the place of its RetryAfter, which it never
+// reports.
 type Lease struct {
-	d      Decision
+	remaining  int64
+	retryAfter time.Duration // a granted lease's release token
+	resetAfter time.Duration
+	info       *LeaseInfo
+}
+
+// LeaseInfo is the part of a lease that every lease of one outcome of a
+// limiter shares: its capacity, whether it was granted and why not, and
+// what Release calls. It does not change once made.
+type LeaseInfo struct {
 	limit  int64
-	reason Reason
+	reason Reason // ReasonNone: granted
 	rel    Releaser
-	token  uint64
+}
+
+// GrantInfo returns the LeaseInfo of granted leases of a limiter of
+// capacity limit whose Release calls rel.Release with the lease's token.
+// A backend keeps it (in a release handle, say) and makes its leases with
+// Lease.
+func GrantInfo(limit int64, rel Releaser) LeaseInfo {
+	return LeaseInfo{limit: limit, rel: rel}
+}
+
+// Lease makes the lease of decision d, which must be a grant when i is
+// GrantInfo's (and a refusal for the refusal infos of Leases); token is
+// passed to the Releaser by Release.
+func (i *LeaseInfo) Lease(d Decision, token uint64) Lease {
+	l := Lease{remaining: d.Remaining, retryAfter: d.RetryAfter, resetAfter: d.ResetAfter, info: i}
+	if i.reason == ReasonNone {
+		l.retryAfter = time.Duration(token)
+	}
+	return l
+}
+
+// Leases holds the LeaseInfo of each outcome of a limiter whose leases
+// release nothing, so that it makes leases without allocating. Make it once
+// per limiter (capacity) with MakeLeases.
+type Leases [len(reasonNames)]LeaseInfo
+
+// MakeLeases returns the Leases of a limiter of capacity limit.
+func MakeLeases(limit int64) Leases {
+	var ls Leases
+	for r := range ls {
+		ls[r] = LeaseInfo{limit: limit, reason: Reason(r)}
+	}
+	return ls
+}
+
+// Lease makes the lease of d: granted, or refused for reason (ReasonLimit
+// when reason is ReasonNone).
+func (ls *Leases) Lease(d Decision, reason Reason) Lease {
+	if d.Granted {
+		reason = ReasonNone
+	} else if reason == ReasonNone || int(reason) >= len(ls) {
+		reason = ReasonLimit
+	}
+	return ls[reason].Lease(d, 0)
 }
 
 // NewLease builds a lease from a decision of a limiter of capacity limit,
 // for backends and user limiters. reason is ignored for granted decisions
 // and defaults to ReasonLimit for refused ones. rel, when not nil, is called
-// by Release with token.
+// by Release with token. It allocates the lease's LeaseInfo; a backend that
+// makes many leases keeps Leases or GrantInfo values instead.
 func NewLease(d Decision, limit int64, reason Reason, rel Releaser, token uint64) Lease {
 	if d.Granted {
 		reason = ReasonNone
 	} else if reason == ReasonNone {
 		reason = ReasonLimit
 	}
-	return Lease{d: d, limit: limit, reason: reason, rel: rel, token: token}
+	return (&LeaseInfo{limit: limit, reason: reason, rel: rel}).Lease(d, token)
 }
 
 // Acquired reports whether the permits were granted.
-func (l Lease) Acquired() bool { return l.d.Granted }
+func (l Lease) Acquired() bool { return l.info != nil && l.info.reason == ReasonNone }
 
 // Reason says why the lease was refused; ReasonNone when it was granted.
-func (l Lease) Reason() Reason { return l.reason }
+func (l Lease) Reason() Reason {
+	if l.info == nil {
+		return ReasonNone
+	}
+	return l.info.reason
+}
 
 // RetryAfter is, for a refused lease, how long until the same request could
 // be granted (weighted by the permits asked and, for a queue refusal, by the
 // permits queued ahead). ok is false for granted leases and when the wait
 // cannot be known (concurrency limits in memory).
 func (l Lease) RetryAfter() (d time.Duration, ok bool) {
-	if l.d.Granted || l.d.RetryAfter < 0 {
+	if l.Acquired() || l.retryAfter < 0 {
 		return 0, false
 	}
-	return l.d.RetryAfter, true
+	return l.retryAfter, true
 }
 
 // Remaining is the number of permits still available after this decision.
-func (l Lease) Remaining() int64 { return l.d.Remaining }
+func (l Lease) Remaining() int64 { return l.remaining }
 
 // Limit is the limiter's capacity: the most permits available at once.
-func (l Lease) Limit() int64 { return l.limit }
+func (l Lease) Limit() int64 {
+	if l.info == nil {
+		return 0
+	}
+	return l.info.limit
+}
 
 // ResetAfter is how long until all Limit permits are available again if
 // nothing else happens (for HTTP headers such as RateLimit's t=).
-func (l Lease) ResetAfter() time.Duration { return l.d.ResetAfter }
+func (l Lease) ResetAfter() time.Duration { return l.resetAfter }
 
 // Release gives back the permits of a concurrency lease; for rate algorithms
 // it does nothing, since their permits come back with time. It is idempotent,
 // also on copies of the lease, and does nothing on a refused lease.
 func (l Lease) Release() {
-	if l.rel != nil && l.d.Granted {
-		l.rel.Release(l.token)
+	if l.Acquired() && l.info.rel != nil {
+		l.info.rel.Release(uint64(l.retryAfter))
 	}
 }
 
 // String is a short description for logs.
 func (l Lease) String() string {
-	if l.d.Granted {
-		return fmt.Sprintf("granted (remaining %d of %d)", l.d.Remaining, l.limit)
+	if l.Acquired() {
+		return fmt.Sprintf("granted (remaining %d of %d)", l.remaining, l.Limit())
 	}
 	if d, ok := l.RetryAfter(); ok {
-		return fmt.Sprintf("refused: %v, retry after %v", l.reason, d)
+		return fmt.Sprintf("refused: %v, retry after %v", l.Reason(), d)
 	}
-	return fmt.Sprintf("refused: %v", l.reason)
+	return fmt.Sprintf("refused: %v", l.Reason())
 }

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/limitkit/ratelimit"
@@ -177,6 +176,7 @@ type kind[S, T any, M modelPtr[S, T]] struct {
 	capacity int64
 	queue    ratelimit.Queue
 	clock    ratelimit.Clock // nil: the monotonic clock
+	leases   ratelimit.Leases
 }
 
 // pair is a limiter allocated with its kind: New's one allocation.
@@ -189,7 +189,7 @@ func build[S, T any, M modelPtr[S, T]](m T, err error, capacity int64, queue rat
 	if err != nil {
 		return nil, err
 	}
-	p := &pair[S, T, M]{k: kind[S, T, M]{model: m, capacity: capacity, queue: queue, clock: o.clock}}
+	p := &pair[S, T, M]{k: kind[S, T, M]{model: m, capacity: capacity, queue: queue, clock: o.clock, leases: ratelimit.MakeLeases(capacity)}}
 	// Asserted on a pointer to the model already on the heap: no copy is boxed.
 	mp := any(&p.k.model)
 	p.k.reserver, _ = mp.(reserver[S])
@@ -313,14 +313,14 @@ func (l *limiter[S, T, M]) Acquire(_ context.Context, permits int) (ratelimit.Le
 	l.state, d = M(&l.k.model).Step(l.state, now, int64(permits))
 	if d.Granted && permits > 0 {
 		l.granted++
-		var rel ratelimit.Releaser
-		var token uint64
 		if l.k.releaser != nil {
 			h := l.handle(int64(permits))
-			rel, token = h, h.gen.Load()
+			lease := h.info.Lease(d, h.gen)
+			l.mu.Unlock()
+			return lease, nil
 		}
 		l.mu.Unlock()
-		return ratelimit.NewLease(d, l.k.capacity, ratelimit.ReasonNone, rel, token), nil
+		return l.k.leases[ratelimit.ReasonNone].Lease(d, 0), nil
 	}
 	lease := l.lease(d, int64(permits), ratelimit.ReasonLimit)
 	l.mu.Unlock()
@@ -489,17 +489,17 @@ func (l *limiter[S, T, M]) lease(d ratelimit.Decision, p int64, r ratelimit.Reas
 		if p > 0 || r != ratelimit.ReasonLimit {
 			l.refused++
 		}
-		return ratelimit.NewLease(d, l.k.capacity, r, nil, 0)
+		return l.k.leases.Lease(d, r)
 	}
 	if p == 0 {
-		return ratelimit.NewLease(d, l.k.capacity, r, nil, 0)
+		return l.k.leases.Lease(d, r)
 	}
 	l.granted++
 	if l.k.releaser == nil {
-		return ratelimit.NewLease(d, l.k.capacity, r, nil, 0)
+		return l.k.leases.Lease(d, r)
 	}
 	h := l.handle(p)
-	return ratelimit.NewLease(d, l.k.capacity, r, h, h.gen.Load())
+	return h.info.Lease(d, h.gen)
 }
 
 // handle returns a handle for a lease of p permits, reused from the free
@@ -509,6 +509,7 @@ func (l *limiter[S, T, M]) handle(p int64) *handle[S, T, M] {
 	h := x.free
 	if h == nil {
 		h = &handle[S, T, M]{owner: l}
+		h.info = ratelimit.GrantInfo(l.k.capacity, h)
 	} else {
 		x.free, h.next = h.next, nil
 	}
@@ -663,10 +664,16 @@ func (l *limiter[S, T, M]) Close() error {
 	return nil
 }
 
-// giveBack returns the permits of a released lease and recycles its handle.
-// l.x exists: the lease's handle was made by lease.
-func (l *limiter[S, T, M]) giveBack(h *handle[S, T, M]) {
+// giveBack returns the permits of the lease that holds h with token and
+// recycles h; it does nothing when that lease was released already (h then
+// has another generation). l.x exists: the lease's handle was made by lease.
+func (l *limiter[S, T, M]) giveBack(h *handle[S, T, M], token uint64) {
 	l.mu.Lock()
+	if h.gen != token {
+		l.mu.Unlock()
+		return
+	}
+	h.gen++
 	h.next, l.x.free = l.x.free, h
 	if l.closed {
 		l.mu.Unlock()
@@ -689,17 +696,14 @@ func (l *limiter[S, T, M]) giveBack(h *handle[S, T, M]) {
 // handle is the Releaser of a concurrency lease. Released handles go on the
 // limiter's free list and are reused; gen tells the lease that owns a handle
 // from older copies, which makes Release idempotent without an allocation
-// per lease. permits and next are guarded by the owner's mu.
+// per lease. gen, permits and next are guarded by the owner's mu, which
+// Release takes anyway, so it costs no atomic operation of its own.
 type handle[S, T any, M modelPtr[S, T]] struct {
-	gen     atomic.Uint64
+	gen     uint64
 	permits int64
 	next    *handle[S, T, M]
 	owner   *limiter[S, T, M]
+	info    ratelimit.LeaseInfo // of the leases that hold it
 }
 
-func (h *handle[S, T, M]) Release(token uint64) {
-	if !h.gen.CompareAndSwap(token, token+1) {
-		return
-	}
-	h.owner.giveBack(h)
-}
+func (h *handle[S, T, M]) Release(token uint64) { h.owner.giveBack(h, token) }

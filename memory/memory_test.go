@@ -61,3 +61,38 @@ func TestFactoryInvalidConfig(t *testing.T) {
 
 // foreignConfig is a Config of no algorithm package.
 type foreignConfig struct{ ratelimit.Config }
+
+// Decisions allocate nothing: Acquire, Wait and Release, granted and refused.
+func TestDecisionsAllocateNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range benchConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			l, _ := memory.New(c.cfg)
+			defer l.Close()
+			l.Acquire(ctx, 1) // the first concurrency lease allocates its handle
+			grant := func() {
+				a, _ := l.Acquire(ctx, 1)
+				w, _ := l.Wait(ctx, 1)
+				if !a.Acquired() || !w.Acquired() {
+					t.Fatalf("refused: %v, %v", a, w)
+				}
+				a.Release()
+				w.Release()
+			}
+			grant()
+			if n := testing.AllocsPerRun(100, grant); n != 0 {
+				t.Errorf("grants: %v allocations per run", n)
+			}
+		})
+	}
+	l, _ := memory.New(fixedwindow.Config{Limit: 1, Window: time.Hour})
+	defer l.Close()
+	l.Acquire(ctx, 1)
+	if n := testing.AllocsPerRun(100, func() {
+		if lease, _ := l.Acquire(ctx, 1); lease.Acquired() {
+			t.Fatal("granted over the limit")
+		}
+	}); n != 0 {
+		t.Errorf("refusals: %v allocations per run", n)
+	}
+}

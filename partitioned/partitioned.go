@@ -61,6 +61,10 @@ type Stats struct {
 // ErrNoPartition wraps a factory error, so that errors.Is finds the cause.
 var ErrNoPartition = errors.New("partitioned: cannot create partition")
 
+// The leases of refusals for want of a partition (capacity 0) and of NoLimit
+// (capacity -1: none).
+var noPartition, unlimited = ratelimit.MakeLeases(0), ratelimit.MakeLeases(-1)
+
 const shards = 64
 
 // Limiter is a partitioned limiter; safe for concurrent use.
@@ -181,7 +185,7 @@ func (l *Limiter[R]) get(resource R) (lim ratelimit.Limiter, p *partition, lease
 		return l.cfg.Overflow, nil, lease, nil
 	}
 	l.stats.refused.Add(1)
-	return nil, nil, ratelimit.NewLease(ratelimit.Decision{RetryAfter: -1}, 0, ratelimit.ReasonNoPartition, nil, 0), nil
+	return nil, nil, noPartition.Lease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonNoPartition), nil
 }
 
 // create makes key's partition, raised by one in-flight call, or returns nil
@@ -353,7 +357,7 @@ func (noLimit) Acquire(_ context.Context, permits int) (ratelimit.Lease, error) 
 	if permits < 0 {
 		return ratelimit.Lease{}, ratelimit.CheckPermits(permits, 0)
 	}
-	return ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: -1, RetryAfter: -1}, -1, 0, nil, 0), nil
+	return unlimited.Lease(ratelimit.Decision{Granted: true, Remaining: -1, RetryAfter: -1}, ratelimit.ReasonNone), nil
 }
 
 func (n noLimit) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {

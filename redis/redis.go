@@ -163,6 +163,7 @@ type Limiter struct {
 	args      []interface{} // the algorithm's parameters, after now and permits (and op)
 	op        bool          // the script takes an op argument
 	capacity  int64
+	leases    ratelimit.Leases // of capacity
 	queue     ratelimit.Queue
 	unlimited bool
 	reserves  bool // token bucket: Wait reserves in the script
@@ -200,7 +201,7 @@ func (l *Limiter) cached(p int64, at time.Time) (ratelimit.Lease, bool) {
 		return ratelimit.Lease{}, false
 	}
 	d := ratelimit.Decision{Remaining: r.remaining, RetryAfter: time.Duration(r.until - now), ResetAfter: time.Duration(max(r.resetAt-now, 0))}
-	return ratelimit.NewLease(d, l.capacity, ratelimit.ReasonLimit, nil, 0), true
+	return l.leases.Lease(d, ratelimit.ReasonLimit), true
 }
 
 // remember caches a refusal of p permits decided at the local instant at; a
@@ -242,7 +243,7 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 	}
 	base := o.prefix + "{" + key + "}"
 	l := &Limiter{
-		client: client, capacity: cfg.Capacity(), queue: cfg.QueueOptions(),
+		client: client, capacity: cfg.Capacity(), leases: ratelimit.MakeLeases(cfg.Capacity()), queue: cfg.QueueOptions(),
 		o: o, closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36),
 	}
 	l.used.Store(l.localNow().UnixNano())
@@ -415,7 +416,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 		return ratelimit.Lease{}, ratelimit.ErrClosed
 	}
 	if l.unlimited {
-		return ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: l.capacity}, l.capacity, 0, nil, 0), nil
+		return l.leases.Lease(ratelimit.Decision{Granted: true, Remaining: l.capacity}, ratelimit.ReasonNone), nil
 	}
 	p := int64(permits)
 	at := l.localNow()
@@ -450,7 +451,7 @@ func (l *Limiter) lease(r reply, p int64, id string, reason ratelimit.Reason) ra
 	if d.Granted && l.release && p > 0 {
 		return ratelimit.NewLease(d, l.capacity, 0, l.hold(id, p), 0)
 	}
-	return ratelimit.NewLease(d, l.capacity, reason, nil, 0)
+	return l.leases.Lease(d, reason)
 }
 
 // fail applies the failure policy to a Redis error.
@@ -463,9 +464,9 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 	}
 	switch l.o.policy {
 	case FailOpen:
-		return ratelimit.NewLease(ratelimit.Decision{Granted: true, RetryAfter: -1}, l.capacity, 0, nil, 0), nil
+		return l.leases.Lease(ratelimit.Decision{Granted: true, RetryAfter: -1}, ratelimit.ReasonNone), nil
 	case FailClosed:
-		return ratelimit.NewLease(ratelimit.Decision{RetryAfter: -1}, l.capacity, ratelimit.ReasonUnavailable, nil, 0), nil
+		return l.leases.Lease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonUnavailable), nil
 	}
 	return ratelimit.Lease{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 }
@@ -572,7 +573,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, permits int) (rate
 	case <-ctx.Done():
 		return ratelimit.Lease{}, ctx.Err()
 	case <-l.closed:
-		return ratelimit.NewLease(ratelimit.Decision{RetryAfter: -1}, l.capacity, ratelimit.ReasonClosed, nil, 0), nil
+		return l.leases.Lease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed), nil
 	}
 }
 

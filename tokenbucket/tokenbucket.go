@@ -210,7 +210,13 @@ func (m *Model) resetAfter(cur State, now int64) time.Duration {
 	case m.period > 0:
 		return time.Duration(m.InitialAt(cur) - now)
 	}
-	return time.Duration(check.Ceil(math.Min(missing*m.perToken, float64(check.Far))))
+	// A comparison, not math.Min, which is a call: missing*m.perToken is
+	// never NaN here.
+	ns := missing * m.perToken
+	if ns > float64(check.Far) {
+		ns = float64(check.Far)
+	}
+	return time.Duration(check.Ceil(ns))
 }
 
 // fits reports whether a bucket left with s after a take is within its means:
