@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -64,4 +65,46 @@ func ExampleFromRate() {
 	lease, _ := limiter.Wait(context.Background(), 1)
 	fmt.Println(lease.Acquired(), lease.Limit())
 	// Output: true 1
+}
+
+// quota is a limiter of one's own: n permits in all, never renewed. It keeps
+// its Leases, so that its leases cost no allocation.
+type quota struct {
+	mu          sync.Mutex
+	limit, left int64
+	leases      ratelimit.Leases
+}
+
+func newQuota(n int64) *quota { return &quota{limit: n, left: n, leases: ratelimit.MakeLeases(n)} }
+
+func (q *quota) Acquire(_ context.Context, permits int) (ratelimit.Lease, error) {
+	if err := ratelimit.CheckPermits(permits, q.limit); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d := ratelimit.Decision{RetryAfter: -1} // never: a quota does not come back
+	if p := int64(permits); q.left >= max(p, 1) {
+		d.Granted = true
+		q.left -= p
+	}
+	d.Remaining = q.left
+	return q.leases.Lease(d, ratelimit.ReasonLimit), nil
+}
+
+func (q *quota) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return q.Acquire(ctx, permits)
+}
+
+// A limiter of one's own makes its leases from Leases, made once.
+func ExampleMakeLeases() {
+	var limiter ratelimit.Limiter = newQuota(2)
+	for i := 0; i < 3; i++ {
+		lease, _ := limiter.Acquire(context.Background(), 1)
+		fmt.Println(lease)
+	}
+	// Output:
+	// granted (remaining 1 of 2)
+	// granted (remaining 0 of 2)
+	// refused: limit reached
 }
