@@ -135,14 +135,21 @@ func TestClientIP(t *testing.T) {
 }
 
 func TestMiddlewareWaitMode(t *testing.T) {
-	clock := ratelimittest.NewClock()
+	// MaxWait sets a real-time deadline: the limiter's clock reads the present.
+	clock := ratelimittest.NewClockAt(time.Now().Truncate(time.Second))
 	cfg := fixedwindow.Config{Limit: 1, Window: time.Second, Queue: ratelimit.Queue{Limit: 5}}
-	h := httplimit.Middleware(perKey(t, cfg, clock), httplimit.Options{MaxWait: time.Hour})(ok)
+	var seen sync.Map
+	h := httplimit.Middleware(perKeySeen(t, cfg, clock, &seen), httplimit.Options{MaxWait: time.Hour})(ok)
 	serve(h, "1.1.1.1:1", nil)
 	done := make(chan int, 1)
 	go func() { done <- serve(h, "1.1.1.1:1", nil).Code }()
-	for clock.Pending() == 0 {
-		time.Sleep(100 * time.Microsecond)
+	m, _ := seen.Load("1.1.1.1")
+	for m.(memory.Limiter).Stats().Queued == 0 {
+		select {
+		case code := <-done:
+			t.Fatalf("the request was answered (%d) without waiting", code)
+		case <-time.After(100 * time.Microsecond):
+		}
 	}
 	clock.Advance(time.Second)
 	if code := <-done; code != 200 {

@@ -26,7 +26,12 @@ type Clock struct {
 }
 
 // NewClock returns a Clock reading Start.
-func NewClock() *Clock { return &Clock{now: Start} }
+func NewClock() *Clock { return NewClockAt(Start) }
+
+// NewClockAt returns a Clock reading t: near the present, for code that
+// sets its context deadlines from the real clock (an HTTP server's, say),
+// which a limiter compares with its own clock.
+func NewClockAt(t time.Time) *Clock { return &Clock{now: t} }
 
 // Now returns the clock's time.
 func (c *Clock) Now() time.Time {
