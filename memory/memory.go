@@ -312,15 +312,16 @@ func (l *limiter[S, T, M]) Acquire(_ context.Context, permits int) (ratelimit.Le
 	var d ratelimit.Decision
 	l.state, d = M(&l.k.model).Step(l.state, now, int64(permits))
 	if d.Granted && permits > 0 {
-		l.granted++
+		l.granted++ // grant(d, permits), inline
+		var lease ratelimit.Lease
 		if l.k.releaser != nil {
 			h := l.handle(int64(permits))
-			lease := h.info.Lease(d, h.gen)
-			l.mu.Unlock()
-			return lease, nil
+			lease = h.info.Lease(d, h.gen)
+		} else {
+			lease = l.k.leases[ratelimit.ReasonNone].Lease(d, 0)
 		}
 		l.mu.Unlock()
-		return l.k.leases[ratelimit.ReasonNone].Lease(d, 0), nil
+		return lease, nil
 	}
 	lease := l.lease(d, int64(permits), ratelimit.ReasonLimit)
 	l.mu.Unlock()
@@ -346,8 +347,8 @@ func (l *limiter[S, T, M]) acquireSlow(p int64) (ratelimit.Lease, error) {
 }
 
 func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	if err := ratelimit.CheckPermits(permits, l.k.capacity); err != nil {
-		return ratelimit.Lease{}, err
+	if permits < 0 || int64(permits) > l.k.capacity {
+		return ratelimit.Lease{}, ratelimit.CheckPermits(permits, l.k.capacity)
 	}
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Lease{}, err
@@ -362,8 +363,20 @@ func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lea
 		// A refusal may still move the state forward (segments that left
 		// the window), which must be kept.
 		l.state, d = M(&l.k.model).Step(l.state, now, int64(permits))
-		if d.Granted || permits == 0 { // a refusal of p > 0 queues, below
-			lease := l.lease(d, int64(permits), ratelimit.ReasonLimit)
+		if d.Granted && permits > 0 {
+			l.granted++ // grant(d, permits), inline
+			var lease ratelimit.Lease
+			if l.k.releaser != nil {
+				h := l.handle(int64(permits))
+				lease = h.info.Lease(d, h.gen)
+			} else {
+				lease = l.k.leases[ratelimit.ReasonNone].Lease(d, 0)
+			}
+			l.mu.Unlock()
+			return lease, nil
+		}
+		if permits == 0 { // a refusal of p > 0 queues, below
+			lease := l.lease(d, 0, ratelimit.ReasonLimit)
 			l.mu.Unlock()
 			return lease, nil
 		}
@@ -470,9 +483,16 @@ func (l *limiter[S, T, M]) take(now, p int64) ratelimit.Lease {
 	return l.lease(d, p, ratelimit.ReasonLimit)
 }
 
-// grant counts a granted decision and makes its lease. Requires l.mu.
+// grant counts a grant of p > 0 permits and makes its lease. Requires l.mu.
+// Acquire and Wait hold inline copies of it for their common case: the
+// compiler does not inline it, and the call measured a tenth of a decision.
 func (l *limiter[S, T, M]) grant(d ratelimit.Decision, p int64) ratelimit.Lease {
-	return l.lease(d, p, ratelimit.ReasonNone)
+	l.granted++
+	if l.k.releaser != nil {
+		h := l.handle(p)
+		return h.info.Lease(d, h.gen)
+	}
+	return l.k.leases[ratelimit.ReasonNone].Lease(d, 0)
 }
 
 // refuse counts a refusal and makes its lease. Requires l.mu.
@@ -494,12 +514,7 @@ func (l *limiter[S, T, M]) lease(d ratelimit.Decision, p int64, r ratelimit.Reas
 	if p == 0 {
 		return l.k.leases.Lease(d, r)
 	}
-	l.granted++
-	if l.k.releaser == nil {
-		return l.k.leases.Lease(d, r)
-	}
-	h := l.handle(p)
-	return h.info.Lease(d, h.gen)
+	return l.grant(d, p)
 }
 
 // handle returns a handle for a lease of p permits, reused from the free
