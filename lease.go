@@ -87,9 +87,9 @@ func GrantInfo(limit int64, rel Releaser) LeaseInfo {
 	return LeaseInfo{limit: limit, rel: rel}
 }
 
-// Lease makes the lease of decision d, which must be a grant when i is
-// GrantInfo's (and a refusal for the refusal infos of Leases); token is
-// passed to the Releaser by Release.
+// Lease makes a lease of i's outcome with the figures of decision d, which
+// must agree with it (a grant, for a GrantInfo); Release passes token to
+// the Releaser.
 func (i *LeaseInfo) Lease(d Decision, token uint64) Lease {
 	l := Lease{remaining: d.Remaining, retryAfter: d.RetryAfter, resetAfter: d.ResetAfter, info: i}
 	if i.reason == ReasonNone {

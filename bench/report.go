@@ -67,7 +67,7 @@ func (r *results) tables() []table {
 		ts = append(ts, t)
 	}
 	if len(r.memory) > 0 {
-		t := table{title: "Memory per key", about: "memory: heap per limiter after one grant (100,000 limiters). redis: growth of used_memory per key (100,000 keys of 17 bytes plus the algorithm's suffix), one grant each.",
+		t := table{title: "Memory per key", about: "memory: heap per limiter after one grant (100,000 limiters of one memory.NewFactory). redis: growth of used_memory per key (100,000 keys of 17 bytes plus the algorithm's suffix), one grant each.",
 			head: []string{"algorithm", "backend", "bytes per key"}}
 		for _, m := range r.memory {
 			t.rows = append(t.rows, []string{m.algorithm, m.backend, fmt.Sprintf("%.0f", m.bytesPerKey)})

@@ -335,14 +335,16 @@ type footprint struct {
 	bytesPerKey        float64
 }
 
-// heapPerLimiter is the heap held per in-memory limiter after one grant.
+// heapPerLimiter is the heap held per in-memory limiter after one grant,
+// the limiters made by one memory.Factory, as a partitioned limiter's are.
 func heapPerLimiter(a algorithm, n int) footprint {
 	var ms0, ms1 runtime.MemStats
 	ls := make([]memory.Limiter, n)
+	f, _ := memory.NewFactory(a.cfg)
 	runtime.GC()
 	runtime.ReadMemStats(&ms0)
 	for i := range ls {
-		ls[i], _ = memory.New(a.cfg)
+		ls[i] = f.New()
 		ls[i].Acquire(context.Background(), 1)
 	}
 	runtime.GC()
