@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -13,11 +14,14 @@ import (
 // a time. Acquire is AllowN at time.Now(); Wait reserves like WaitN, but
 // refuses with a lease (ReasonDeadline, RetryAfter) instead of an error when
 // ctx's deadline comes too soon, and returns ctx.Err() when ctx ends.
-func FromRate(l *rate.Limiter) Limiter { return xrate{l} }
+func FromRate(l *rate.Limiter) Limiter { return &xrate{l: l} }
 
-type xrate struct{ l *rate.Limiter }
+type xrate struct {
+	l      *rate.Limiter
+	leases atomic.Pointer[Leases] // of the burst last seen: SetBurst may change it
+}
 
-func (x xrate) check(permits int) error {
+func (x *xrate) check(permits int) error {
 	if x.l.Limit() == rate.Inf && permits >= 0 {
 		return nil
 	}
@@ -25,7 +29,7 @@ func (x xrate) check(permits int) error {
 }
 
 // decision describes the bucket at now with tokens left after a decision.
-func (x xrate) decision(granted bool, tokens float64) Decision {
+func (x *xrate) decision(granted bool, tokens float64) Decision {
 	burst, r := float64(x.l.Burst()), float64(x.l.Limit())
 	d := Decision{Granted: granted, RetryAfter: -1, Remaining: int64(math.Max(0, math.Floor(tokens)))}
 	if r > 0 && !math.IsInf(r, 1) && tokens < burst {
@@ -34,8 +38,18 @@ func (x xrate) decision(granted bool, tokens float64) Decision {
 	return d
 }
 
-// lease makes the lease of d.
-func (x xrate) lease(d Decision, r Reason) Lease { return NewLease(d, int64(x.l.Burst()), r, nil, 0) }
+// lease makes the lease of d, with Leases made anew only when the burst
+// has changed.
+func (x *xrate) lease(d Decision, r Reason) Lease {
+	burst := int64(x.l.Burst())
+	ls := x.leases.Load()
+	if ls == nil || ls[0].limit != burst {
+		ls = new(Leases)
+		*ls = MakeLeases(burst)
+		x.leases.Store(ls)
+	}
+	return ls.Lease(d, r)
+}
 
 func seconds(s float64) time.Duration {
 	if ns := math.Ceil(s * float64(time.Second)); ns < float64(math.MaxInt64) {
@@ -44,7 +58,7 @@ func seconds(s float64) time.Duration {
 	return time.Duration(math.MaxInt64)
 }
 
-func (x xrate) Acquire(_ context.Context, permits int) (Lease, error) {
+func (x *xrate) Acquire(_ context.Context, permits int) (Lease, error) {
 	if err := x.check(permits); err != nil {
 		return Lease{}, err
 	}
@@ -63,7 +77,7 @@ func (x xrate) Acquire(_ context.Context, permits int) (Lease, error) {
 	return x.lease(d, ReasonLimit), nil
 }
 
-func (x xrate) Wait(ctx context.Context, permits int) (Lease, error) {
+func (x *xrate) Wait(ctx context.Context, permits int) (Lease, error) {
 	if err := x.check(permits); err != nil {
 		return Lease{}, err
 	}

@@ -41,3 +41,20 @@ func TestFromRate(t *testing.T) {
 		t.Fatalf("rate.Inf: %v, %v; want granted", g, err)
 	}
 }
+
+// Leases carry the burst of their decision, also after SetBurst, and cost no
+// allocation while it stays the same.
+func TestFromRateLeases(t *testing.T) {
+	rl := rate.NewLimiter(rate.Inf, 2)
+	l := ratelimit.FromRate(rl)
+	if g, _ := l.Acquire(bg, 1); g.Limit() != 2 {
+		t.Fatalf("Limit = %d, want 2", g.Limit())
+	}
+	if n := testing.AllocsPerRun(100, func() { l.Acquire(bg, 1) }); n != 0 {
+		t.Errorf("Acquire: %v allocations", n)
+	}
+	rl.SetBurst(5)
+	if g, _ := l.Acquire(bg, 1); g.Limit() != 5 {
+		t.Errorf("after SetBurst(5), Limit = %d", g.Limit())
+	}
+}
