@@ -113,14 +113,25 @@ func MakeLeases(limit int64) Leases {
 }
 
 // Lease makes the lease of d: granted, or refused for reason (ReasonLimit
-// when reason is ReasonNone).
+// when reason is ReasonNone or unknown).
 func (ls *Leases) Lease(d Decision, reason Reason) Lease {
-	if d.Granted {
-		reason = ReasonNone
-	} else if reason == ReasonNone || int(reason) >= len(ls) {
+	reason = outcome(d, reason)
+	if int(reason) >= len(ls) {
 		reason = ReasonLimit
 	}
 	return ls[reason].Lease(d, 0)
+}
+
+// outcome is the reason a lease of d carries: ReasonNone for a grant, and
+// reason for a refusal, ReasonLimit when it is ReasonNone.
+func outcome(d Decision, reason Reason) Reason {
+	switch {
+	case d.Granted:
+		return ReasonNone
+	case reason == ReasonNone:
+		return ReasonLimit
+	}
+	return reason
 }
 
 // NewLease builds a lease from a decision of a limiter of capacity limit,
@@ -129,12 +140,7 @@ func (ls *Leases) Lease(d Decision, reason Reason) Lease {
 // by Release with token. It allocates the lease's LeaseInfo; a backend that
 // makes many leases keeps Leases or GrantInfo values instead.
 func NewLease(d Decision, limit int64, reason Reason, rel Releaser, token uint64) Lease {
-	if d.Granted {
-		reason = ReasonNone
-	} else if reason == ReasonNone {
-		reason = ReasonLimit
-	}
-	return (&LeaseInfo{limit: limit, reason: reason, rel: rel}).Lease(d, token)
+	return (&LeaseInfo{limit: limit, reason: outcome(d, reason), rel: rel}).Lease(d, token)
 }
 
 // Acquired reports whether the permits were granted.
