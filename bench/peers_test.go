@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"runtime"
 	"sort"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
 	uberratelimit "go.uber.org/ratelimit"
 	"golang.org/x/sync/semaphore"
@@ -218,7 +220,9 @@ func BenchmarkRedisMemoryPerKey(b *testing.B) {
 
 // BenchmarkPartitioned: Acquire on an existing key among 1,000,000
 // partitions, against sethvargo/go-limiter's memorystore Take on as many
-// keys; and the heap per key of each.
+// keys; and the heap per key of each. The keys are taken in the order they
+// were created (which lets the processor prefetch what was allocated in
+// that order) and in a random order (every key's state a cache miss).
 func BenchmarkPartitioned(b *testing.B) {
 	const keys = 1_000_000
 	ctx := context.Background()
@@ -226,46 +230,56 @@ func BenchmarkPartitioned(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)
 	}
+	shuffled := append([]string(nil), names...)
+	rand.New(rand.NewSource(1)).Shuffle(keys, func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	heap := func() uint64 {
 		var ms runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&ms)
 		return ms.HeapAlloc
 	}
-	b.Run("limitkit", func(b *testing.B) {
+	// run fills a store with every key, then takes them in both orders.
+	run := func(b *testing.B, fill func(), take func(key string)) {
 		h0 := heap()
-		f, _ := memory.NewFactory(tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})
-		p, _ := partitioned.New(partitioned.Config[string]{
-			Key:         func(s string) string { return s },
-			New:         f.ForKey,
-			IdleTimeout: time.Hour, MaxPartitions: 2 * keys,
-		})
-		defer p.Close()
-		for _, k := range names {
-			p.Acquire(ctx, k, 1)
-		}
+		fill()
 		perKey := float64(heap()-h0) / keys
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			p.Acquire(ctx, names[i%keys], 1)
+		for _, order := range []struct {
+			name string
+			keys []string
+		}{{"creation-order", names}, {"random-order", shuffled}} {
+			b.Run(order.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					take(order.keys[i%keys])
+				}
+				b.ReportMetric(perKey, "heap-B/key")
+			})
 		}
-		b.ReportMetric(perKey, "heap-B/key")
+	}
+	b.Run("limitkit", func(b *testing.B) {
+		f, _ := memory.NewFactory(tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})
+		var p *partitioned.Limiter[string]
+		run(b, func() {
+			p, _ = partitioned.New(partitioned.Config[string]{
+				Key:         func(s string) string { return s },
+				New:         f.ForKey,
+				IdleTimeout: time.Hour, MaxPartitions: 2 * keys,
+			})
+			for _, k := range names {
+				p.Acquire(ctx, k, 1)
+			}
+		}, func(k string) { p.Acquire(ctx, k, 1) })
+		p.Close()
 	})
 	b.Run("go-limiter", func(b *testing.B) {
-		h0 := heap()
-		store, _ := memorystore.New(&memorystore.Config{Tokens: 1 << 40, Interval: time.Second, SweepInterval: time.Hour})
-		defer store.Close(ctx)
-		for _, k := range names {
-			store.Take(ctx, k)
-		}
-		perKey := float64(heap()-h0) / keys
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			store.Take(ctx, names[i%keys])
-		}
-		b.ReportMetric(perKey, "heap-B/key")
+		var store limiter.Store
+		run(b, func() {
+			store, _ = memorystore.New(&memorystore.Config{Tokens: 1 << 40, Interval: time.Second, SweepInterval: time.Hour})
+			for _, k := range names {
+				store.Take(ctx, k)
+			}
+		}, func(k string) { store.Take(ctx, k) })
+		store.Close(ctx)
 	})
 }
 

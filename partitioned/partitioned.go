@@ -23,6 +23,7 @@ import (
 	"hash/maphash"
 	"io"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,7 +42,8 @@ type Config[R any] struct {
 	// IdleTimeout is how long a partition must have been idle to be evicted
 	// by the sweeper. Zero means one minute.
 	IdleTimeout time.Duration
-	// MaxPartitions bounds the partitions alive at once; zero means 1<<20.
+	// MaxPartitions bounds the partitions alive at once; zero means 1<<20,
+	// and it may be at most math.MaxInt32.
 	MaxPartitions int
 	// Overflow, if set, serves new resources while MaxPartitions are busy;
 	// otherwise they are refused with ReasonNoPartition.
@@ -72,31 +74,13 @@ type Limiter[R any] struct {
 	cfg    Config[R]
 	seed   maphash.Seed
 	shards [shards]shard
+	store  store
 	live   atomic.Int64
 	stats  struct{ created, evicted, refused atomic.Int64 }
 
 	mu     sync.Mutex // guards timer and closed
 	timer  ratelimit.Timer
 	closed atomic.Bool
-}
-
-type shard struct {
-	mu         sync.RWMutex
-	partitions map[string]*partition
-	free       []*partition // evicted, for reuse: nobody holds them (evicted with nothing in flight)
-	spare      []partition  // allocated in chunks, not yet used
-}
-
-type partition struct {
-	limiter  ratelimit.Limiter
-	inflight atomic.Int32 // calls that hold this partition; raised under the shard's read lock
-}
-
-// done ends a call that get counted in flight; nothing for no partition.
-func (p *partition) done() {
-	if p != nil {
-		p.inflight.Add(-1)
-	}
 }
 
 // idler is implemented by limiters that can tell they are in their initial state.
@@ -109,8 +93,8 @@ func New[R any](cfg Config[R]) (*Limiter[R], error) {
 	if cfg.Key == nil || cfg.New == nil {
 		return nil, fmt.Errorf("%w: partitioned: Key and New are required", ratelimit.ErrInvalidConfig)
 	}
-	if cfg.IdleTimeout < 0 || cfg.MaxPartitions < 0 {
-		return nil, fmt.Errorf("%w: partitioned: IdleTimeout %v and MaxPartitions %d must not be negative", ratelimit.ErrInvalidConfig, cfg.IdleTimeout, cfg.MaxPartitions)
+	if cfg.IdleTimeout < 0 || cfg.MaxPartitions < 0 || cfg.MaxPartitions > maxPartitions {
+		return nil, fmt.Errorf("%w: partitioned: IdleTimeout %v must not be negative, MaxPartitions %d must be in [0, %d]", ratelimit.ErrInvalidConfig, cfg.IdleTimeout, cfg.MaxPartitions, maxPartitions)
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = time.Minute
@@ -123,7 +107,7 @@ func New[R any](cfg Config[R]) (*Limiter[R], error) {
 	}
 	l := &Limiter[R]{cfg: cfg, seed: maphash.MakeSeed()}
 	for i := range l.shards {
-		l.shards[i].partitions = map[string]*partition{}
+		l.shards[i].slots = make([]uint64, minSlots)
 	}
 	l.timer = cfg.Clock.AfterFunc(l.sweepEvery(), l.sweep)
 	return l, nil
@@ -133,8 +117,14 @@ func New[R any](cfg Config[R]) (*Limiter[R], error) {
 // partition is evicted at most 1.25×IdleTimeout after it became idle.
 func (l *Limiter[R]) sweepEvery() time.Duration { return max(l.cfg.IdleTimeout/4, time.Millisecond) }
 
-func (l *Limiter[R]) shardOf(key string) *shard {
-	return &l.shards[maphash.String(l.seed, key)%shards]
+// maxPartitions keeps the store's places within uint32, with room for the
+// partitions that concurrent creations add beyond MaxPartitions.
+const maxPartitions = math.MaxInt32
+
+// hash returns key's shard and the hash that places it in the shard.
+func (l *Limiter[R]) hash(key string) (*shard, uint32) {
+	h := maphash.String(l.seed, key)
+	return &l.shards[h>>58], uint32(h) // shards = 64: the top 6 bits
 }
 
 // Acquire takes permits from resource's partition now, or refuses.
@@ -166,9 +156,9 @@ func (l *Limiter[R]) get(resource R) (lim ratelimit.Limiter, p *partition, lease
 		return nil, nil, lease, ratelimit.ErrClosed
 	}
 	key := l.cfg.Key(resource)
-	s := l.shardOf(key)
+	s, h := l.hash(key)
 	s.mu.RLock()
-	p = s.partitions[key]
+	_, p = s.find(&l.store, key, h)
 	if p != nil {
 		p.inflight.Add(1) // under the read lock: the sweeper cannot take p now
 	}
@@ -176,7 +166,7 @@ func (l *Limiter[R]) get(resource R) (lim ratelimit.Limiter, p *partition, lease
 	if p != nil {
 		return p.limiter, p, lease, nil
 	}
-	switch p, err = l.create(s, key); {
+	switch p, err = l.create(s, key, h); {
 	case p != nil:
 		return p.limiter, p, lease, nil
 	case err != nil:
@@ -192,7 +182,7 @@ func (l *Limiter[R]) get(resource R) (lim ratelimit.Limiter, p *partition, lease
 // when MaxPartitions are busy. The factory runs outside the lock; when two
 // calls race to create one key, one partition wins and the other limiter is
 // closed unused.
-func (l *Limiter[R]) create(s *shard, key string) (*partition, error) {
+func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) {
 	lim, err := l.cfg.New(key)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrNoPartition, key, err)
@@ -203,44 +193,44 @@ func (l *Limiter[R]) create(s *shard, key string) (*partition, error) {
 		closeLimiter(lim)
 		return nil, ratelimit.ErrClosed
 	}
-	if p := s.partitions[key]; p != nil { // another call created it
+	i, p := s.find(&l.store, key, h)
+	if p != nil { // another call created it
 		p.inflight.Add(1)
 		s.mu.Unlock()
 		closeLimiter(lim)
 		return p, nil
 	}
-	if l.live.Load() >= int64(l.cfg.MaxPartitions) && !l.evictOne(s) {
-		s.mu.Unlock()
-		closeLimiter(lim)
-		return nil, nil
-	}
-	var p *partition
-	if n := len(s.free); n > 0 {
-		p, s.free = s.free[n-1], s.free[:n-1]
-	} else {
-		if len(s.spare) == 0 {
-			// Chunks double up to 64 partitions: one allocation per
-			// partition for a few, a sixty-fourth of one for many.
-			s.spare = make([]partition, min(max(len(s.partitions), 1), 64))
+	if l.live.Load() >= int64(l.cfg.MaxPartitions) {
+		if !l.evictOne(s) {
+			s.mu.Unlock()
+			closeLimiter(lim)
+			return nil, nil
 		}
-		p, s.spare = &s.spare[0], s.spare[1:]
+		i, _ = s.find(&l.store, key, h) // eviction moves slots
 	}
-	p.limiter = lim
+	id := l.store.alloc()
+	p = l.store.at(id)
+	p.key, p.limiter = key, lim
 	p.inflight.Add(1)
-	s.partitions[key] = p
+	s.insert(i, h, id)
 	l.live.Add(1)
 	l.stats.created.Add(1)
 	s.mu.Unlock()
 	return p, nil
 }
 
-// evictOne evicts one idle partition of s, looking at a few at most (map
-// order is random), to make room for a new one. Requires s.mu.
+// evictOne evicts one idle partition of s, looking at a few at most from a
+// random slot on, to make room for a new one. Requires s.mu.
 func (l *Limiter[R]) evictOne(s *shard) bool {
-	seen := 0
-	for key, p := range s.partitions {
-		if _, idle := l.idle(p); idle {
-			l.evict(s, key, p)
+	mask := len(s.slots) - 1
+	seen, start := 0, rand.IntN(len(s.slots))
+	for k := range s.slots {
+		i := (start + k) & mask
+		if s.slots[i] == 0 {
+			continue
+		}
+		if _, idle := l.idle(s, i); idle {
+			l.evict(s, i)
 			return true
 		}
 		if seen++; seen == 8 {
@@ -250,27 +240,31 @@ func (l *Limiter[R]) evictOne(s *shard) bool {
 	return false
 }
 
-// idle reports whether p is in its initial state with nothing in flight,
-// and for how long. Requires s.mu (write), so in-flight counts cannot rise.
-func (l *Limiter[R]) idle(p *partition) (time.Duration, bool) {
+// idle reports whether the partition in slot i is in its initial state
+// with nothing in flight, and for how long. Requires s.mu (write), so
+// in-flight counts cannot rise.
+func (l *Limiter[R]) idle(s *shard, i int) (time.Duration, bool) {
+	p := l.store.at(uint32(s.slots[i]) - 1)
 	if p.inflight.Load() != 0 {
 		return 0, false
 	}
-	i, ok := p.limiter.(idler)
+	il, ok := p.limiter.(idler)
 	if !ok {
 		return 0, false
 	}
-	return i.IdleFor()
+	return il.IdleFor()
 }
 
-// evict removes p and keeps it for reuse. Requires s.mu.
-func (l *Limiter[R]) evict(s *shard, key string, p *partition) {
-	delete(s.partitions, key)
+// evict removes the partition in slot i and frees its place. Requires s.mu.
+func (l *Limiter[R]) evict(s *shard, i int) {
+	id := uint32(s.slots[i]) - 1
+	s.remove(i)
 	l.live.Add(-1)
 	l.stats.evicted.Add(1)
+	p := l.store.at(id)
 	closeLimiter(p.limiter)
-	p.limiter = nil
-	s.free = append(s.free, p)
+	p.key, p.limiter = "", nil
+	l.store.release(id)
 }
 
 func closeLimiter(lim ratelimit.Limiter) {
@@ -287,9 +281,13 @@ func (l *Limiter[R]) sweep() {
 		}
 		s := &l.shards[i]
 		s.mu.Lock()
-		for key, p := range s.partitions {
-			if d, idle := l.idle(p); idle && d >= l.cfg.IdleTimeout {
-				l.evict(s, key, p)
+		for j := 0; j < len(s.slots); j++ {
+			// Eviction moves later slots back into j, so j is looked at again.
+			for s.slots[j] != 0 {
+				if d, idle := l.idle(s, j); !idle || d < l.cfg.IdleTimeout {
+					break
+				}
+				l.evict(s, j)
 			}
 		}
 		s.mu.Unlock()
@@ -319,10 +317,15 @@ func (l *Limiter[R]) Close() error {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
-		for key, p := range s.partitions {
-			delete(s.partitions, key)
-			closeLimiter(p.limiter)
+		for i, v := range s.slots {
+			if v != 0 {
+				p := l.store.at(uint32(v) - 1)
+				closeLimiter(p.limiter)
+				p.key, p.limiter = "", nil
+				s.slots[i] = 0
+			}
 		}
+		s.n = 0
 		s.mu.Unlock()
 	}
 	l.live.Store(0)

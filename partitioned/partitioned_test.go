@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"runtime"
 	"sync"
@@ -96,6 +97,33 @@ func TestEvictionIsLossless(t *testing.T) {
 	s := p.Stats()
 	if s.Evicted < 100 || s.Created != s.Evicted+s.Live {
 		t.Fatalf("stats %+v: want many evictions (the test must exercise them) and created = evicted + live", s)
+	}
+}
+
+// TestSweepEvictsEveryIdlePartition: one sweep evicts every partition idle
+// for IdleTimeout, and none before, however many share a shard.
+func TestSweepEvictsEveryIdlePartition(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	cfg := tokenbucket.Config{Rate: 1000, Burst: 1} // full again, so idle, 1ms after a grant
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), IdleTimeout: time.Second, Clock: clock})
+	const keys = 5000
+	for i := 0; i < keys; i++ {
+		if l, err := p.Acquire(bg, fmt.Sprint("user-", i), 1); err != nil || !l.Acquired() {
+			t.Fatal(l, err)
+		}
+	}
+	clock.Advance(1100 * time.Millisecond) // sweeps every 250ms; the last, at 1s, finds them idle for 999ms
+	if s := p.Stats(); s.Live != keys || s.Evicted != 0 {
+		t.Fatalf("before IdleTimeout: %+v, want all %d alive", s, keys)
+	}
+	clock.Advance(200 * time.Millisecond) // one sweep, at 1.25s
+	if s := p.Stats(); s.Live != 0 || s.Evicted != keys {
+		t.Fatalf("after one sweep past IdleTimeout: %+v, want all %d evicted", s, keys)
+	}
+	for i := 0; i < keys; i += 7 { // recreated in their initial state
+		if l, _ := p.Acquire(bg, fmt.Sprint("user-", i), 1); !l.Acquired() {
+			t.Fatalf("user-%d after eviction: %v", i, l)
+		}
 	}
 }
 
@@ -270,9 +298,23 @@ func TestNoLimitAndFactoryErrors(t *testing.T) {
 	if _, err := p.Acquire(bg, "bad", 1); !errors.Is(err, partitioned.ErrNoPartition) || !errors.Is(err, boom) {
 		t.Fatalf("factory error: %v", err)
 	}
-	if _, err := partitioned.New(partitioned.Config[string]{}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
-		t.Fatalf("empty config: %v", err)
+	newLimiter := memoryOf(fixedwindow.Config{Limit: 1, Window: time.Hour}, clock)
+	for _, c := range []partitioned.Config[string]{
+		{},
+		{Key: identity},
+		{Key: identity, New: newLimiter, IdleTimeout: -1},
+		{Key: identity, New: newLimiter, MaxPartitions: -1},
+		{Key: identity, New: newLimiter, MaxPartitions: int(int64(math.MaxInt32) + 1)},
+	} {
+		if l, err := partitioned.New(c); !errors.Is(err, ratelimit.ErrInvalidConfig) || l != nil {
+			t.Fatalf("New(IdleTimeout %v, MaxPartitions %d): %v, want ErrInvalidConfig", c.IdleTimeout, c.MaxPartitions, err)
+		}
 	}
+	l, err := partitioned.New(partitioned.Config[string]{Key: identity, New: newLimiter, MaxPartitions: math.MaxInt32})
+	if err != nil {
+		t.Fatalf("MaxPartitions MaxInt32: %v", err)
+	}
+	l.Close()
 }
 
 // TestRedisPartitions: over the redis backend a partition is a thin handle;
