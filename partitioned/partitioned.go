@@ -318,10 +318,8 @@ func (l *Limiter[R]) Close() error {
 		s := &l.shards[i]
 		s.mu.Lock()
 		for i, v := range s.slots {
-			if v != 0 {
-				p := l.store.at(uint32(v) - 1)
-				closeLimiter(p.limiter)
-				p.key, p.limiter = "", nil
+			if v != 0 { // the record stays: calls in flight read its limiter
+				closeLimiter(l.store.at(uint32(v) - 1).limiter)
 				s.slots[i] = 0
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,6 +188,85 @@ func TestFloodIsBounded(t *testing.T) {
 	}
 }
 
+// ownKey is a partition's limiter that knows its key, and fails a call
+// that the context says is meant for another key.
+type ownKey struct {
+	memory.Limiter
+	key string
+}
+
+type keyOfCall struct{}
+
+func (o ownKey) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	if k := ctx.Value(keyOfCall{}); k != o.key {
+		return ratelimit.Lease{}, fmt.Errorf("a call for %v reached the partition of %q", k, o.key)
+	}
+	return o.Limiter.Acquire(ctx, permits)
+}
+
+// TestChurnUnderConcurrency: goroutines take and release one permit of
+// 256 keys' concurrency limits while at most 32 partitions may live, so
+// partitions are evicted (by the bound, and by sweeps that run
+// concurrently) and their places reused all the time. Every call reaches
+// its own key's partition, and no key is ever held twice.
+func TestChurnUnderConcurrency(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, MaxPartitions: 32, IdleTimeout: time.Millisecond, Clock: clock,
+		New: func(key string) (ratelimit.Limiter, error) {
+			l, err := memory.New(concurrency.Config{Limit: 1}, memory.WithClock(clock))
+			return ownKey{l, key}, err
+		}})
+	var holders [256]atomic.Int32
+	var granted atomic.Int64
+	done := make(chan struct{})
+	var sweeps sync.WaitGroup
+	sweeps.Add(1)
+	go func() { // sweeps, concurrently with the calls
+		defer sweeps.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				clock.Advance(time.Millisecond)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(g)))
+			for i := 0; i < 5000; i++ {
+				k := rng.Intn(len(holders))
+				key := fmt.Sprint("k", k)
+				l, err := p.Acquire(context.WithValue(bg, keyOfCall{}, key), key, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !l.Acquired() {
+					continue
+				}
+				granted.Add(1)
+				if n := holders[k].Add(1); n != 1 {
+					t.Errorf("%s held %d times at once", key, n)
+				}
+				holders[k].Add(-1)
+				l.Release()
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(done)
+	sweeps.Wait()
+	s := p.Stats()
+	if s.Live > 32 || s.Evicted < 1000 || granted.Load() < 20_000 {
+		t.Fatalf("%+v, %d granted: want at most 32 alive, many evictions and most calls granted", s, granted.Load())
+	}
+}
+
 func TestConcurrentFirstUseCreatesOnePartition(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(fixedwindow.Config{Limit: 100, Window: time.Hour}, clock), Clock: clock})
@@ -227,6 +307,41 @@ func TestCloseWithWaiters(t *testing.T) {
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCloseDuringCalls: Close while goroutines call on new and existing
+// keys; every call is answered, with a lease or ErrClosed, and after Close
+// only ErrClosed.
+func TestCloseDuringCalls(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, New: memoryOf(fixedwindow.Config{Limit: 1 << 20, Window: time.Hour}, clock), Clock: clock})
+	var wg sync.WaitGroup
+	var calls atomic.Int64
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				_, err := p.Acquire(bg, fmt.Sprint(i%50+g), 1)
+				calls.Add(1)
+				if errors.Is(err, ratelimit.ErrClosed) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(g)
+	}
+	for calls.Load() < 2000 {
+		runtime.Gosched()
+	}
+	p.Close()
+	wg.Wait()
+	if _, err := p.Acquire(bg, "1", 1); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Fatalf("Acquire after Close: %v", err)
 	}
 }
 
