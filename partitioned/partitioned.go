@@ -6,10 +6,11 @@
 // created again decides exactly as the evicted one would have.
 //
 // MaxPartitions bounds the partitions alive at once. When it is reached, a
-// new resource may take the place of an idle partition; when none is idle,
-// the new resource is refused (ratelimit.ReasonNoPartition) or, when
-// Overflow is set, shares that limiter. Active partitions are never evicted
-// to make room.
+// new resource takes the place of an idle partition, in any shard (a few
+// partitions are looked at in each); when none is found idle, the new
+// resource is refused (ratelimit.ReasonNoPartition) or, when Overflow is
+// set, shares that limiter. Active partitions are never evicted to make
+// room.
 //
 // One sweeper (a timer re-armed after each sweep, never one per key) does
 // the eviction. The partitions may be memory limiters or redis handles
@@ -201,7 +202,7 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 		return p, nil
 	}
 	if l.live.Load() >= int64(l.cfg.MaxPartitions) {
-		if !l.evictOne(s) {
+		if !l.makeRoom(s) {
 			s.mu.Unlock()
 			closeLimiter(lim)
 			return nil, nil
@@ -219,8 +220,31 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 	return p, nil
 }
 
+// makeRoom evicts one idle partition to make room for a new one in s: one
+// of s's, or else one of another shard whose lock is free (waiting for it
+// while holding s's could deadlock with a call doing the same the other way).
+// Requires s.mu.
+func (l *Limiter[R]) makeRoom(s *shard) bool {
+	if l.evictOne(s) {
+		return true
+	}
+	start := rand.IntN(shards)
+	for k := range shards {
+		o := &l.shards[(start+k)%shards]
+		if o == s || !o.mu.TryLock() {
+			continue
+		}
+		ok := l.evictOne(o)
+		o.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
 // evictOne evicts one idle partition of s, looking at a few at most from a
-// random slot on, to make room for a new one. Requires s.mu.
+// random slot on. Requires s.mu.
 func (l *Limiter[R]) evictOne(s *shard) bool {
 	mask := len(s.slots) - 1
 	seen, start := 0, rand.IntN(len(s.slots))

@@ -262,8 +262,8 @@ func TestChurnUnderConcurrency(t *testing.T) {
 	close(done)
 	sweeps.Wait()
 	s := p.Stats()
-	if s.Live > 32 || s.Evicted < 1000 || granted.Load() < 20_000 {
-		t.Fatalf("%+v, %d granted: want at most 32 alive, many evictions and most calls granted", s, granted.Load())
+	if s.Live > 32 || s.Evicted < 1000 || granted.Load() < 20_000 || s.Refused > 1000 {
+		t.Fatalf("%+v, %d granted: want at most 32 alive, many evictions, most calls granted and few refused", s, granted.Load())
 	}
 }
 
@@ -371,6 +371,29 @@ func TestMaxPartitionsRefuseOrOverflow(t *testing.T) {
 	clock.Advance(time.Hour)
 	if l, _ := p.Acquire(bg, "c", 1); !l.Acquired() {
 		t.Fatalf("with idle partitions: %v, want c created in an idle one's place", l)
+	}
+}
+
+// TestBoundEvictsIdleInAnyShard: at MaxPartitions, a new key takes the
+// place of an idle partition wherever its key hashed to, before any sweep.
+func TestBoundEvictsIdleInAnyShard(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	cfg := fixedwindow.Config{Limit: 1, Window: time.Second}
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), MaxPartitions: 8, IdleTimeout: time.Hour, Clock: clock})
+	for i := 0; i < 8; i++ {
+		p.Acquire(bg, fmt.Sprint("old-", i), 1)
+	}
+	if l, _ := p.Acquire(bg, "new-0", 1); l.Reason() != ratelimit.ReasonNoPartition {
+		t.Fatalf("at the bound with every partition busy: %v, want ReasonNoPartition", l)
+	}
+	clock.Advance(2 * time.Second) // every window over: all idle; the first sweep is at 15 minutes
+	for i := 0; i < 8; i++ {
+		if l, _ := p.Acquire(bg, fmt.Sprint("new-", i), 1); !l.Acquired() {
+			t.Fatalf("new-%d with idle partitions: %v, want it served in an idle one's place", i, l)
+		}
+	}
+	if s := p.Stats(); s.Live != 8 || s.Evicted != 8 || s.Refused != 1 {
+		t.Fatalf("%+v, want 8 alive, 8 evicted, 1 refused", s)
 	}
 }
 
