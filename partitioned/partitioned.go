@@ -118,8 +118,7 @@ func New[R any](cfg Config[R]) (*Limiter[R], error) {
 // partition is evicted at most 1.25×IdleTimeout after it became idle.
 func (l *Limiter[R]) sweepEvery() time.Duration { return max(l.cfg.IdleTimeout/4, time.Millisecond) }
 
-// maxPartitions keeps the store's places within uint32, with room for the
-// partitions that concurrent creations add beyond MaxPartitions.
+// maxPartitions keeps the store's places within uint32.
 const maxPartitions = math.MaxInt32
 
 // hash returns key's shard and the hash that places it in the shard.
@@ -201,7 +200,10 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 		closeLimiter(lim)
 		return p, nil
 	}
-	if l.live.Load() >= int64(l.cfg.MaxPartitions) {
+	// Counting the new partition first keeps MaxPartitions exact while
+	// other shards create theirs.
+	for l.live.Add(1) > int64(l.cfg.MaxPartitions) {
+		l.live.Add(-1)
 		if !l.makeRoom(s) {
 			s.mu.Unlock()
 			closeLimiter(lim)
@@ -214,7 +216,6 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 	p.key, p.limiter = key, lim
 	p.inflight.Add(1)
 	s.insert(i, h, id)
-	l.live.Add(1)
 	l.stats.created.Add(1)
 	s.mu.Unlock()
 	return p, nil

@@ -397,6 +397,33 @@ func TestBoundEvictsIdleInAnyShard(t *testing.T) {
 	}
 }
 
+// TestBoundIsExactUnderConcurrency: 64 new keys at once, each holding its
+// permit, against MaxPartitions 8: exactly 8 are served.
+func TestBoundIsExactUnderConcurrency(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		clock := ratelimittest.NewClock()
+		p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(concurrency.Config{Limit: 1}, clock), MaxPartitions: 8, Clock: clock})
+		var wg sync.WaitGroup
+		var served atomic.Int32
+		start := make(chan struct{})
+		for g := 0; g < 64; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if l, _ := p.Acquire(bg, fmt.Sprint("key-", g), 1); l.Acquired() {
+					served.Add(1) // held until the end: never idle
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if s := p.Stats(); served.Load() != 8 || s.Live != 8 || s.Refused != 56 {
+			t.Fatalf("round %d: %d served, %+v; want exactly 8 served and alive, 56 refused", round, served.Load(), s)
+		}
+	}
+}
+
 func TestPerUserAndGlobal(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	perUser := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(fixedwindow.Config{Limit: 2, Window: time.Hour}, clock), Clock: clock})
