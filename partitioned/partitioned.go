@@ -342,10 +342,10 @@ func (l *Limiter[R]) Close() error {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
-		for i, v := range s.slots {
+		for j, v := range s.slots {
 			if v != 0 { // the record stays: calls in flight read its limiter
 				closeLimiter(l.store.at(uint32(v) - 1).limiter)
-				s.slots[i] = 0
+				s.slots[j] = 0
 			}
 		}
 		s.n = 0
