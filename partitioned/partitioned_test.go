@@ -335,7 +335,7 @@ func TestCloseDuringCalls(t *testing.T) {
 			}
 		}(g)
 	}
-	for calls.Load() < 2000 {
+	for calls.Load() < 2000 && !t.Failed() {
 		runtime.Gosched()
 	}
 	p.Close()
