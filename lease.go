@@ -98,6 +98,16 @@ func (i *LeaseInfo) Lease(d Decision, token uint64) Lease {
 	return l
 }
 
+// Token returns the token that lease carries when it was made by i (with
+// i.Lease), so that the backend that made it can recognise its own grant:
+// ok is false for a lease made by another LeaseInfo.
+func (i *LeaseInfo) Token(lease Lease) (token uint64, ok bool) {
+	if lease.info != i || i.reason != ReasonNone {
+		return 0, false
+	}
+	return uint64(lease.retryAfter), true
+}
+
 // Leases holds the LeaseInfo of each outcome of a limiter whose leases
 // release nothing, so that it makes leases without allocating. Make it once
 // per limiter (capacity) with MakeLeases.

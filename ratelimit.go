@@ -55,7 +55,32 @@ var (
 	ErrInvalidConfig = errors.New("ratelimit: invalid config")
 	// ErrClosed: the limiter was closed.
 	ErrClosed = errors.New("ratelimit: limiter closed")
+	// ErrNilContext: Acquire or Wait was called with a nil context.
+	ErrNilContext = errors.New("ratelimit: nil context")
 )
+
+// CheckContext is what every limiter does with ctx before it changes any
+// state: a nil ctx is ErrNilContext, a done one is ctx.Err(), unwrapped, so
+// that errors.Is(err, context.Canceled) works.
+func CheckContext(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	return ctx.Err()
+}
+
+// Refunder is a limiter that can take back a grant it has just made, as if
+// the request had not been made. Chain uses it to make an attempt that a
+// later limiter refuses spend nothing of the earlier ones; a limiter
+// without it keeps what it granted (its permits come back with time).
+type Refunder interface {
+	// Refund gives back the permits of lease, a grant of permits that this
+	// limiter returned. What has come back with time since the grant (a
+	// window that ended, tokens that refilled past the burst) is not given
+	// twice, so a refund never lets more through than the limit. Refunding
+	// a lease that this limiter did not grant, or a refusal, does nothing.
+	Refund(ctx context.Context, lease Lease, permits int) error
+}
 
 // QueueOrder says which waiter is served first when permits come back.
 type QueueOrder uint8
@@ -114,11 +139,13 @@ func CheckPermits(permits int, capacity int64) error {
 }
 
 // Stats is a snapshot of a limiter, from the optional method Stats() Stats.
+// Status checks (permits == 0) and calls that return an error are counted
+// in neither Granted nor Refused.
 type Stats struct {
 	Available int64  // permits that could be granted now
 	Queued    int64  // permits waiting in the queue
-	Granted   uint64 // requests granted since creation
-	Refused   uint64 // requests refused since creation
+	Granted   uint64 // requests for permits granted since creation
+	Refused   uint64 // requests for permits refused since creation
 }
 
 // Clock is a limiter's source of time. Production code uses the system's

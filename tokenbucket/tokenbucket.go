@@ -8,7 +8,11 @@
 //     on the same arrival times (same float64 arithmetic). Like x/time/rate, a
 //     request is granted once its missing tokens are less than one nanosecond
 //     of refill away, so RetryAfter may be 1ns below the plain quotient.
-//     rate.Inf grants everything.
+//     rate.Inf grants everything. An instant older than the last decision's
+//     (a clock read before another goroutine decided) refills nothing: the
+//     bucket is taken as it was at that last decision, so such a request is
+//     never granted more than it would have been a moment later, where
+//     x/time/rate would refill the interval twice.
 //   - Interval (Period and PerPeriod set): PerPeriod tokens are added at every
 //     multiple of Period since the Unix epoch, as in .NET's TokenBucketRateLimiter
 //     with a replenishment period. Aligning to the epoch makes every replica and
@@ -22,6 +26,12 @@
 //
 // Wait reserves: the bucket goes into debt for the waiter, which then sleeps
 // until its tokens have arrived; a cancelled reservation refunds its tokens.
+// A reservation is due at the same instant at which Acquire would grant the
+// same permits (RetryAfter), to the nanosecond.
+//
+// RetryAfter and ResetAfter stop at the year 2255 (2^53 microseconds after
+// the Unix epoch), where a reservation is refused: the longest fill time
+// Validate accepts, 100 years, ends long before.
 //
 // Memory: the state is 16 bytes per key (a token count and a timestamp).
 package tokenbucket
@@ -146,7 +156,10 @@ func (m *Model) tokensAt(s State, now int64) State {
 		s.Last = max(s.Last, tick)
 		return s
 	}
-	tokens := s.Tokens + seconds(now-min(s.Last, now))*m.limit
+	if now <= s.Last { // an older instant refills nothing, and Last stays
+		return s
+	}
+	tokens := s.Tokens + seconds(now-s.Last)*m.limit
 	if b := float64(m.burst); tokens > b {
 		tokens = b
 	}
@@ -166,21 +179,27 @@ func seconds(d int64) float64 {
 }
 
 // durationFromTokens is x/time/rate's conversion of a token count to the
-// time it takes to accumulate them, saturating instead of overflowing.
+// time it takes to accumulate them, in float nanoseconds (which do not
+// overflow).
 func (m *Model) durationFromTokens(tokens float64) float64 {
 	return (tokens / m.limit) * float64(time.Second)
 }
 
-// dueAt is the instant a bucket left with s after a take at now has repaid
-// its debt: now when it is not in debt.
+// dueAt is the instant a bucket left with s (moved to now) after a take has
+// repaid its debt, to within the 1ns of fits: now when it is not in debt.
+// It is where When's search starts.
 func (m *Model) dueAt(s State, now int64) int64 {
 	if s.Tokens >= 0 {
 		return now
 	}
 	if m.period > 0 {
-		return s.Last + check.CeilDiv(int64(math.Ceil(-s.Tokens)), m.perPeriod)*m.period
+		refills := check.CeilDiv(int64(math.Ceil(-s.Tokens)), m.perPeriod)
+		if refills >= (check.Far-s.Last)/m.period {
+			return check.Far
+		}
+		return s.Last + refills*m.period
 	}
-	return check.AddFloat(now, m.durationFromTokens(-s.Tokens))
+	return check.AddFloat(max(s.Last, now), m.durationFromTokens(-s.Tokens))
 }
 
 // Step decides a request for permits at now. permits == 0 is a status check:
@@ -204,15 +223,16 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 			cur = after
 		}
 	} else {
-		d.RetryAfter = time.Duration(m.earliest(s, now, want) - now)
+		d.RetryAfter = time.Duration(m.When(s, now, want) - now)
 	}
 	d.Remaining = check.Floor(cur.Tokens)
 	d.ResetAfter = m.resetAfter(cur, now)
 	return s, d
 }
 
-// resetAfter is how long until the bucket left at cur (at now) is full again,
-// rounded up to the nanosecond; the closed form of InitialAt, for headers.
+// resetAfter is how long until the bucket left at cur (moved to now, so
+// cur.Last >= now) is full again, rounded up to the nanosecond; the closed
+// form of InitialAt, for headers.
 func (m *Model) resetAfter(cur State, now int64) time.Duration {
 	missing := float64(m.burst) - cur.Tokens
 	switch {
@@ -224,46 +244,66 @@ func (m *Model) resetAfter(cur State, now int64) time.Duration {
 	// A comparison, not math.Min, which is a call: missing*m.perToken is
 	// never NaN here.
 	ns := missing * m.perToken
-	if ns > float64(check.Far) {
-		ns = float64(check.Far)
+	if left := float64(check.Far - cur.Last); ns > left {
+		ns = left
 	}
-	return time.Duration(check.Ceil(ns))
+	return time.Duration(check.Ceil(ns) + cur.Last - now)
 }
 
 // fits reports whether a bucket left with s after a take is within its means:
 // like x/time/rate, it grants when the debt would be repaid in under 1ns.
+// The debt's duration is compared as a float: converted to a Duration, a
+// debt of more than 292 years would overflow to a negative number.
 func (m *Model) fits(s State) bool {
-	return s.Tokens >= 0 || (m.period == 0 && time.Duration(m.durationFromTokens(-s.Tokens)) <= 0)
+	return s.Tokens >= 0 || (m.period == 0 && m.durationFromTokens(-s.Tokens) < 1)
 }
 
-// earliest is the first instant at which permits can be taken from s.
-func (m *Model) earliest(s State, now, permits int64) int64 {
-	ok := func(t int64) bool {
-		a := m.tokensAt(s, t)
-		a.Tokens -= float64(permits)
-		return m.fits(a)
+// When is the earliest instant, from now on, at which need tokens can be
+// taken from s, by the rule Step grants by; Far when none before it. need
+// may be zero or negative: s then holds the debt of -need tokens reserved
+// after the reservation whose turn is asked (the memory queue's). Step's
+// RetryAfter is When(s, now, permits) - now.
+func (m *Model) When(s State, now, need int64) int64 {
+	if m.inf {
+		return now
 	}
 	cur := m.tokensAt(s, now)
-	cur.Tokens -= float64(permits)
+	cur.Tokens -= float64(need)
+	if m.fits(cur) {
+		return now
+	}
 	if m.period > 0 {
 		return m.dueAt(cur, now) // exact in integers
+	}
+	ok := func(t int64) bool {
+		a := m.tokensAt(s, t)
+		a.Tokens -= float64(need)
+		return m.fits(a)
 	}
 	return check.Earliest(now, check.Far, m.dueAt(cur, now), ok)
 }
 
 // Reserve takes permits at now even if that puts the bucket into debt, and
-// returns the instant the debt is repaid: when the reservation may proceed.
+// returns the instant the reservation may proceed: When(s, now, permits),
+// the instant Acquire would grant them. ok is false, and s is returned
+// unchanged, when that instant is Far: a wait that cannot be represented.
 // The caller bounds the debt (the memory backend by its queue limit).
-func (m *Model) Reserve(s State, now, permits int64) (State, int64) {
+func (m *Model) Reserve(s State, now, permits int64) (next State, due int64, ok bool) {
 	if m.inf {
-		return s, now
+		return s, now, true
+	}
+	if due = m.When(s, now, permits); due >= check.Far {
+		return s, due, false
 	}
 	s = m.tokensAt(s, now)
 	s.Tokens -= float64(permits)
-	return s, m.dueAt(s, now)
+	return s, due, true
 }
 
-// Refund gives back the tokens of a cancelled reservation.
+// Refund gives back permits taken at now or earlier: a cancelled
+// reservation's, or a grant being rolled back. The bucket is left as if
+// they had never been taken: what refilled meanwhile beyond the burst is
+// not given back twice.
 func (m *Model) Refund(s State, now, permits int64) State {
 	if m.inf {
 		return s

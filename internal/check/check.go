@@ -4,7 +4,7 @@ package check
 
 import (
 	"fmt"
-	"math"
+	"reflect"
 	"time"
 
 	"github.com/limitkit/ratelimit"
@@ -44,29 +44,38 @@ func Queue(pkg string, q ratelimit.Queue) error {
 }
 
 // Earliest returns the smallest t in [lo, hi] for which ok(t) holds, given that
-// ok is monotone (false then true) and ok(hi) holds; guess is where to start.
-// It costs O(log(distance from guess)) calls of ok.
+// ok is monotone (false then true); hi when ok(hi) does not hold either.
+// guess is where to start. It calls ok at most about 4×63 times, whatever
+// the bounds: a bracket around guess that doubles, then a bisection; no
+// sum below overflows.
 func Earliest(lo, hi, guess int64, ok func(int64) bool) int64 {
 	guess = min(max(guess, lo), hi)
-	// Widen a bracket [f, t] around guess with ok(f) false and ok(t) true.
+	// Widen a bracket (f, t] around guess with ok(f) false (or f < lo) and
+	// ok(t) true (or t == hi).
 	var f, t int64
 	if ok(guess) {
-		t, f = guess, guess-1
-		for step := int64(1); f >= lo && ok(f); step *= 2 {
+		t = guess
+		for step := int64(1); t > lo; step = min(2*step, Far) {
+			f = t - min(step, t-lo)
+			if !ok(f) {
+				break
+			}
 			t = f
-			f = max(t-step, lo-1)
 		}
-		if f < lo {
-			f = lo - 1
+		if t == lo {
+			return lo
 		}
 	} else {
-		f, t = guess, guess+1
-		for step := int64(1); t < hi && !ok(t); step *= 2 {
+		f = guess
+		for step := int64(1); ; step = min(2*step, Far) {
+			if f == hi {
+				return hi
+			}
+			t = f + min(step, hi-f)
+			if ok(t) {
+				break
+			}
 			f = t
-			t = min(f+step, hi)
-		}
-		if t > hi {
-			t = hi
 		}
 	}
 	for t-f > 1 {
@@ -80,16 +89,34 @@ func Earliest(lo, hi, guess int64, ok func(int64) bool) int64 {
 	return t
 }
 
-// Far is an instant later than any decision needs (year 2116): the upper
-// bound of searches, and what saturating arithmetic stops at.
-const Far = math.MaxInt64 / 2
+// Far is the latest instant a decision names (2^53 microseconds after the
+// Unix epoch, in the year 2255): RetryAfter, ResetAfter and the instants
+// searches look at stop there, and saturating arithmetic does. It is a
+// whole number of microseconds that a float64, and so Redis's Lua, holds
+// exactly, so both backends stop at the same instant. Every window and
+// fill time Validate accepts (at most MaxDuration) ends before it for any
+// decision made before the year 2155.
+const Far = (1 << 53) * int64(time.Microsecond)
 
-// AddFloat returns t + d (d in nanoseconds, d >= 0), saturating at Far.
+// AddFloat returns t + d (d in nanoseconds, d >= 0, t <= Far), saturating
+// at Far.
 func AddFloat(t int64, d float64) int64 {
 	if d >= float64(Far-t) {
 		return Far
 	}
 	return t + int64(d)
+}
+
+// Config reports a nil config, or a nil pointer to one, which a backend
+// would otherwise dereference.
+func Config(pkg string, cfg ratelimit.Config) error {
+	if cfg == nil {
+		return fmt.Errorf("%w: %s: nil config", ratelimit.ErrInvalidConfig, pkg)
+	}
+	if v := reflect.ValueOf(cfg); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fmt.Errorf("%w: %s: nil %T", ratelimit.ErrInvalidConfig, pkg, cfg)
+	}
+	return nil
 }
 
 // CeilDiv returns ceil(a/b) for a >= 0, b > 0.
