@@ -6,7 +6,9 @@
 // 16 bytes). Its weakness is the boundary: a client may take Limit permits at
 // the end of one window and Limit more at the start of the next, so up to
 // 2×Limit pass within one Window's length. It never admits more than Limit in
-// any aligned window. A refused request can retry when the window ends.
+// any aligned window. A refused request can retry when the window ends. A
+// decision at an instant older than the state's window (a clock read before
+// another goroutine decided) counts in the state's window.
 package fixedwindow
 
 import (
@@ -82,16 +84,15 @@ func (m *Model) at(s State, now int64) State {
 }
 
 // Step decides a request for permits at now; permits == 0 is a status check.
-// A refusal leaves the state unchanged; its RetryAfter is the time to the
-// window's end, when the whole Limit is available again.
+// A refusal changes nothing but moving to now's window; its RetryAfter is
+// the time to the window's end, when the whole Limit is available again.
 func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	cur := m.at(s, now)
-	end := cur.Start + m.window
+	end := check.Add(cur.Start, m.window)
 	d := ratelimit.Decision{RetryAfter: -1, ResetAfter: time.Duration(end - now)}
 	if cur.Count+max(permits, 1) <= m.limit {
 		d.Granted = true
 		cur.Count += permits
-		s = cur
 	} else {
 		d.RetryAfter = time.Duration(end - now)
 	}
@@ -99,7 +100,21 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	if cur.Count == 0 {
 		d.ResetAfter = 0
 	}
-	return s, d
+	// The state moves to now's window even on a refusal, so that a later
+	// decision read at an older instant counts in it, not in a past window.
+	return cur, d
+}
+
+// Refund takes back permits granted at instant at, as if they had not been
+// granted, while the window they were counted in is the state's.
+func (m *Model) Refund(s State, now, at, permits int64) State {
+	// A grant at an instant before the state's window may have been
+	// counted in it or in an older one: it is not taken back, which is
+	// stricter than the exact answer, never looser.
+	if check.FloorStart(at, m.window) == s.Start {
+		s.Count -= min(permits, s.Count)
+	}
+	return s
 }
 
 // Available is the number of permits left in the current window.
@@ -110,5 +125,5 @@ func (m *Model) InitialAt(s State) int64 {
 	if s.Count == 0 {
 		return math.MinInt64
 	}
-	return s.Start + m.window
+	return check.Add(s.Start, m.window)
 }

@@ -23,15 +23,21 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
 // Limiter is an in-memory limiter. Besides ratelimit.Limiter it reports
-// Stats, how long it has been idle, and can be closed.
+// Stats, how long it has been idle, takes grants back (Refund), and can be
+// closed.
 type Limiter interface {
 	ratelimit.Limiter
+	// Refund takes back a grant of permits this limiter made, as
+	// ratelimit.Refunder says; for a concurrency lease it is Release. ctx
+	// is not read: nothing here waits.
+	Refund(ctx context.Context, lease ratelimit.Lease, permits int) error
 	// Stats returns a snapshot of the limiter's counters.
 	Stats() ratelimit.Stats
 	// IdleFor reports how long the limiter has been back in its initial state
@@ -93,6 +99,9 @@ type builder interface {
 }
 
 func newBuilder(cfg ratelimit.Config, o options) (builder, error) {
+	if err := check.Config("memory", cfg); err != nil {
+		return nil, err
+	}
 	switch c := cfg.(type) {
 	case tokenbucket.Config:
 		m, err := tokenbucket.NewModel(c)
@@ -119,8 +128,6 @@ func newBuilder(cfg ratelimit.Config, o options) (builder, error) {
 		return build[concurrency.State](m, err, c.Capacity(), c.QueueOptions(), o)
 	case *concurrency.Config:
 		return newBuilder(*c, o)
-	case nil:
-		return nil, fmt.Errorf("%w: memory: nil config", ratelimit.ErrInvalidConfig)
 	}
 	return nil, fmt.Errorf("%w: memory: unsupported config type %T", ratelimit.ErrInvalidConfig, cfg)
 }
@@ -142,8 +149,20 @@ type modelPtr[S, T any] interface {
 
 // reserver is a model whose Wait takes permits ahead of time (token bucket).
 type reserver[S any] interface {
-	Reserve(s S, now, permits int64) (S, int64)
-	Refund(s S, now, permits int64) S
+	Reserve(s S, now, permits int64) (next S, due int64, ok bool)
+	When(s S, now, need int64) int64
+}
+
+// refunder is a model that can take back permits granted at an instant
+// (the rate algorithms): a cancelled reservation's, or a rolled back grant.
+type refunder[S any] interface {
+	Refund(s S, now, at, permits int64) S
+}
+
+// cloner is a model whose states share memory (a ring behind a pointer),
+// which Step changes in place: Clone makes a copy to try decisions on.
+type cloner[S any] interface {
+	Clone(s S) S
 }
 
 // releaser is a model whose permits come back on Release (concurrency).
@@ -171,7 +190,9 @@ func apply(opts []Option) options {
 type kind[S, T any, M modelPtr[S, T]] struct {
 	model    T
 	reserver reserver[S] // nil unless the model reserves
+	refunder refunder[S] // nil unless the model takes grants back
 	releaser releaser[S] // nil unless the model holds permits
+	cloner   cloner[S]   // nil when a state's copy is independent
 	timeless bool        // the model's decisions do not read the time
 	capacity int64
 	queue    ratelimit.Queue
@@ -193,7 +214,9 @@ func build[S, T any, M modelPtr[S, T]](m T, err error, capacity int64, queue rat
 	// Asserted on a pointer to the model already on the heap: no copy is boxed.
 	mp := any(&p.k.model)
 	p.k.reserver, _ = mp.(reserver[S])
+	p.k.refunder, _ = mp.(refunder[S])
 	p.k.releaser, _ = mp.(releaser[S])
+	p.k.cloner, _ = mp.(cloner[S])
 	if t, ok := mp.(timeless); ok {
 		p.k.timeless = t.Timeless()
 	}
@@ -281,7 +304,7 @@ func (l *limiter[S, T, M]) until(deadline time.Time) time.Duration {
 // waiter is one queued Wait. Its fields are guarded by the limiter's mu,
 // except ch, which receives the answer exactly once.
 type waiter struct {
-	permits    int64
+	permits    int64 // 0: a status check, answered once a permit is available
 	due        int64 // reservations: when the reserved tokens have arrived
 	prev, next *waiter
 	queued     bool
@@ -289,16 +312,19 @@ type waiter struct {
 }
 
 // Acquire's and Wait's common case (nothing queued, the limiter open) is
-// decided inline: measured, a call costs about a tenth
-// of the decision. Like x/time/rate, it reads the time before taking the lock,
-// which keeps the critical section short under contention. Another
-// goroutine may then decide at a later instant first; every model accepts
-// an instant slightly before its state's (the token bucket clamps it as
-// x/time/rate does, windows count it in their current window), and never
-// admits more for it.
-func (l *limiter[S, T, M]) Acquire(_ context.Context, permits int) (ratelimit.Lease, error) {
+// decided inline. Like x/time/rate, it reads the time before taking the
+// lock, which keeps the critical section short under contention. Another
+// goroutine may then decide at a later instant first; every model takes an
+// instant older than its state's as that state's own (the token bucket
+// refills nothing for it, windows count it in their newest segment or
+// window, the sliding log records it at its newest entry), so it is never
+// granted more than a moment later would be.
+func (l *limiter[S, T, M]) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	if permits < 0 || int64(permits) > l.k.capacity {
 		return ratelimit.Lease{}, ratelimit.CheckPermits(permits, l.k.capacity)
+	}
+	if err := ratelimit.CheckContext(ctx); err != nil {
+		return ratelimit.Lease{}, err
 	}
 	var now int64
 	if !l.k.timeless {
@@ -309,21 +335,7 @@ func (l *limiter[S, T, M]) Acquire(_ context.Context, permits int) (ratelimit.Le
 		l.mu.Unlock()
 		return l.acquireSlow(int64(permits))
 	}
-	var d ratelimit.Decision
-	l.state, d = M(&l.k.model).Step(l.state, now, int64(permits))
-	if d.Granted && permits > 0 {
-		l.granted++ // grant(d, permits), inline
-		var lease ratelimit.Lease
-		if l.k.releaser != nil {
-			h := l.handle(int64(permits))
-			lease = h.info.Lease(d, h.gen)
-		} else {
-			lease = l.k.leases[ratelimit.ReasonNone].Lease(d, 0)
-		}
-		l.mu.Unlock()
-		return lease, nil
-	}
-	lease := l.lease(d, int64(permits), ratelimit.ReasonLimit)
+	lease := l.take(now, int64(permits))
 	l.mu.Unlock()
 	return lease, nil
 }
@@ -340,17 +352,21 @@ func (l *limiter[S, T, M]) acquireSlow(p int64) (ratelimit.Lease, error) {
 		l.serve(now)
 		if l.head != nil && l.k.queue.Order == ratelimit.OldestFirst && p > 0 {
 			// A new request never overtakes a non-empty OldestFirst queue.
-			return l.refuse(l.behindQueue(now, p), ratelimit.ReasonLimit), nil
+			return l.refuse(l.behindQueue(now, p), p, ratelimit.ReasonLimit), nil
 		}
 	}
 	return l.take(now, p), nil
 }
 
+// Wait takes permits, queueing when they are not available now. Wait(ctx,
+// 0) waits until at least one permit is available and takes nothing; it
+// queues (behind the waiters already there) whatever the queue limit,
+// since it holds no permits.
 func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	if permits < 0 || int64(permits) > l.k.capacity {
 		return ratelimit.Lease{}, ratelimit.CheckPermits(permits, l.k.capacity)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ratelimit.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	var now int64 // the common case, inline as in Acquire
@@ -359,27 +375,16 @@ func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lea
 	}
 	l.mu.Lock()
 	if !l.closed && l.head == nil {
-		var d ratelimit.Decision
+		st, d := M(&l.k.model).Step(l.state, now, int64(permits))
+		if d.Granted {
+			l.state = st
+			lease := l.lease(d, now, int64(permits))
+			l.mu.Unlock()
+			return lease, nil
+		}
 		// A refusal may still move the state forward (segments that left
 		// the window), which must be kept.
-		l.state, d = M(&l.k.model).Step(l.state, now, int64(permits))
-		if d.Granted && permits > 0 {
-			l.granted++ // grant(d, permits), inline
-			var lease ratelimit.Lease
-			if l.k.releaser != nil {
-				h := l.handle(int64(permits))
-				lease = h.info.Lease(d, h.gen)
-			} else {
-				lease = l.k.leases[ratelimit.ReasonNone].Lease(d, 0)
-			}
-			l.mu.Unlock()
-			return lease, nil
-		}
-		if permits == 0 { // a refusal of p > 0 queues, below
-			lease := l.lease(d, 0, ratelimit.ReasonLimit)
-			l.mu.Unlock()
-			return lease, nil
-		}
+		l.state = st
 	}
 	l.mu.Unlock()
 	w, lease, err := l.enqueue(ctx, int64(permits))
@@ -398,8 +403,9 @@ func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lea
 	}
 	now = l.now()
 	l.remove(w, now)
-	if l.k.reserver != nil {
-		l.state = l.k.reserver.Refund(l.state, now, w.permits)
+	if l.k.reserver != nil && w.permits > 0 {
+		l.state = l.k.refunder.Refund(l.state, now, now, w.permits)
+		l.redue(now)
 	}
 	l.serve(now) // the waiters behind it may fit now
 	l.mu.Unlock()
@@ -419,18 +425,17 @@ func (l *limiter[S, T, M]) enqueue(ctx context.Context, p int64) (w *waiter, lea
 	if l.head == nil || l.k.queue.Order == ratelimit.NewestFirst || p == 0 {
 		var st S
 		st, d = M(&l.k.model).Step(l.state, now, p)
-		if d.Granted || p == 0 { // a status check answers at once, and is not counted
-			l.state = st
-			return nil, l.lease(d, p, ratelimit.ReasonLimit), nil
+		l.state = st // a refusal keeps what left the window
+		if d.Granted {
+			return nil, l.lease(d, now, p), nil
 		}
-		l.state = st
 	}
-	if l.k.queue.Order == ratelimit.OldestFirst && l.head != nil {
+	if l.head != nil && l.k.queue.Order == ratelimit.OldestFirst {
 		d = l.behindQueue(now, p)
 	}
 	limit := int64(l.k.queue.Limit)
 	if p > limit || (l.k.queue.Order == ratelimit.OldestFirst && l.queued()+p > limit) {
-		return nil, l.refuse(d, ratelimit.ReasonQueueFull), nil
+		return nil, l.refuse(d, p, ratelimit.ReasonQueueFull), nil
 	}
 	// NewestFirst: the oldest waiters, up to last, must go to make room.
 	var last *waiter
@@ -442,37 +447,97 @@ func (l *limiter[S, T, M]) enqueue(ctx context.Context, p int64) (w *waiter, lea
 	w = &waiter{permits: p, ch: make(chan ratelimit.Lease, 1)}
 	if l.k.reserver != nil {
 		for e := l.head; last != nil && e != last.next; e = e.next {
-			state = l.k.reserver.Refund(state, now, e.permits)
+			state = l.k.refunder.Refund(state, now, now, e.permits)
 		}
-		state, w.due = l.k.reserver.Reserve(state, now, p)
+		if p == 0 {
+			w.due = l.k.reserver.When(state, now, 1)
+		} else {
+			var ok bool
+			if state, w.due, ok = l.k.reserver.Reserve(state, now, p); !ok {
+				return nil, l.refuse(d, p, ratelimit.ReasonQueueFull), nil
+			}
+		}
 		d.RetryAfter = time.Duration(w.due - now)
 	}
 	if deadline, ok := ctx.Deadline(); ok && d.RetryAfter >= 0 && l.until(deadline) < d.RetryAfter {
-		return nil, l.refuse(d, ratelimit.ReasonDeadline), nil
+		return nil, l.refuse(d, p, ratelimit.ReasonDeadline), nil
 	}
 	for last != nil {
 		e := l.head
 		l.remove(e, now)
-		l.answer(e, l.refuse(d, ratelimit.ReasonEvicted))
+		l.answer(e, l.refuse(d, e.permits, ratelimit.ReasonEvicted))
 		if e == last {
 			break
 		}
 	}
 	l.state = state
+	if l.k.reserver != nil && l.head != nil {
+		l.redue(now) // the evicted reservations' tokens came back
+	}
 	l.push(w)
 	l.serve(now)
 	return w, lease, nil
 }
 
-// behindQueue is the refusal of p permits that would wait behind the whole
-// queue: its RetryAfter is when the queued permits and p could all be had.
-// Requires l.mu, and that the queue's first waiter cannot be served now.
-func (l *limiter[S, T, M]) behindQueue(now, p int64) ratelimit.Decision {
-	if l.k.reserver == nil {
-		p = min(l.queued()+p, l.k.capacity)
+// redue moves the reservations' due instants forward after tokens came
+// back (a cancel or an eviction): each is due when the bucket has repaid
+// all but the permits reserved behind it. A due instant only moves
+// earlier, so the instant a waiter was told still holds. Requires l.mu and
+// a reserver.
+func (l *limiter[S, T, M]) redue(now int64) {
+	var owed int64 // permits reserved behind w
+	for w := l.x.tail; w != nil; w = w.prev {
+		need := -owed
+		if w.permits == 0 {
+			need++ // a status check waits for one token beyond them
+		}
+		w.due = min(w.due, l.k.reserver.When(l.state, now, need))
+		owed += w.permits
 	}
-	var d ratelimit.Decision
-	l.state, d = M(&l.k.model).Step(l.state, now, p)
+}
+
+// behindQueue is the refusal of p permits that would wait behind the whole
+// queue: its RetryAfter is when the queued permits and then p could all be
+// had, each waiter served in order as soon as it can be. It changes no
+// state. Requires l.mu, and that the queue's first waiter cannot be served
+// now.
+func (l *limiter[S, T, M]) behindQueue(now, p int64) ratelimit.Decision {
+	m := M(&l.k.model)
+	st := l.state
+	if l.k.cloner != nil {
+		st = l.k.cloner.Clone(st)
+	}
+	_, d := m.Step(st, now, 0) // the figures of now
+	d.Granted = false
+	if l.k.reserver != nil { // the state holds the queue's reservations
+		d.RetryAfter = time.Duration(l.k.reserver.When(l.state, now, max(p, 1)) - now)
+		return d
+	}
+	t := now
+	for w := l.head; ; w = w.next {
+		want := p
+		if w != nil {
+			want = w.permits
+		}
+		// Each waiter is granted once RetryAfter has passed: RetryAfter is
+		// exact, so the second try succeeds (the third is a safeguard).
+		granted := false
+		for try := 0; try < 3 && !granted; try++ {
+			var g ratelimit.Decision
+			if st, g = m.Step(st, t, want); g.Granted {
+				granted = true
+			} else if g.RetryAfter < 0 {
+				d.RetryAfter = -1 // unknown: permits come back on Release
+				return d
+			} else {
+				t += int64(g.RetryAfter)
+			}
+		}
+		if !granted || w == nil {
+			break
+		}
+	}
+	d.RetryAfter = time.Duration(t - now)
 	return d
 }
 
@@ -480,41 +545,36 @@ func (l *limiter[S, T, M]) behindQueue(now, p int64) ratelimit.Decision {
 func (l *limiter[S, T, M]) take(now, p int64) ratelimit.Lease {
 	var d ratelimit.Decision
 	l.state, d = M(&l.k.model).Step(l.state, now, p)
-	return l.lease(d, p, ratelimit.ReasonLimit)
+	return l.lease(d, now, p)
 }
 
-// grant counts a grant of p > 0 permits and makes its lease. Requires l.mu.
-// Acquire and Wait hold inline copies of it for their common case: the
-// compiler does not inline it, and the call measured a tenth of a decision.
-func (l *limiter[S, T, M]) grant(d ratelimit.Decision, p int64) ratelimit.Lease {
+// lease counts a decision on p permits made at now and makes its lease: a
+// grant's, whose token is the handle's generation for a releaser and the
+// instant of the grant otherwise (Refund reads it), or a refusal's
+// (ReasonLimit). A status check (p == 0) is not counted. Requires l.mu.
+func (l *limiter[S, T, M]) lease(d ratelimit.Decision, now, p int64) ratelimit.Lease {
+	if !d.Granted {
+		return l.refuse(d, p, ratelimit.ReasonLimit)
+	}
+	if p == 0 {
+		return l.k.leases[ratelimit.ReasonNone].Lease(d, 0)
+	}
 	l.granted++
 	if l.k.releaser != nil {
 		h := l.handle(p)
 		return h.info.Lease(d, h.gen)
 	}
-	return l.k.leases[ratelimit.ReasonNone].Lease(d, 0)
+	return l.k.leases[ratelimit.ReasonNone].Lease(d, uint64(now))
 }
 
-// refuse counts a refusal and makes its lease. Requires l.mu.
-func (l *limiter[S, T, M]) refuse(d ratelimit.Decision, r ratelimit.Reason) ratelimit.Lease {
+// refuse counts a refusal of p permits (a status check, p == 0, is not
+// counted) and makes its lease. Requires l.mu.
+func (l *limiter[S, T, M]) refuse(d ratelimit.Decision, p int64, r ratelimit.Reason) ratelimit.Lease {
 	d.Granted = false
-	return l.lease(d, 0, r)
-}
-
-// lease counts a decision on p permits (a status check, p == 0, is not
-// counted) and makes its lease; r is the reason if it is a refusal.
-// Requires l.mu.
-func (l *limiter[S, T, M]) lease(d ratelimit.Decision, p int64, r ratelimit.Reason) ratelimit.Lease {
-	if !d.Granted {
-		if p > 0 || r != ratelimit.ReasonLimit {
-			l.refused++
-		}
-		return l.k.leases.Lease(d, r)
+	if p > 0 {
+		l.refused++
 	}
-	if p == 0 {
-		return l.k.leases.Lease(d, r)
-	}
-	return l.grant(d, p)
+	return l.k.leases.Lease(d, r)
 }
 
 // handle returns a handle for a lease of p permits, reused from the free
@@ -548,6 +608,12 @@ func (l *limiter[S, T, M]) serve(now int64) {
 			}
 			_, d = M(&l.k.model).Step(l.state, now, 0) // the figures after the reservation
 			d.Granted = true
+			if w.permits > 0 { // the reservation took its tokens; count it
+				l.granted++
+				l.remove(w, now)
+				l.answer(w, l.k.leases[ratelimit.ReasonNone].Lease(d, uint64(now)))
+				continue
+			}
 		} else {
 			var st S
 			st, d = M(&l.k.model).Step(l.state, now, w.permits)
@@ -560,7 +626,7 @@ func (l *limiter[S, T, M]) serve(now int64) {
 			}
 		}
 		l.remove(w, now)
-		l.answer(w, l.grant(d, w.permits))
+		l.answer(w, l.lease(d, now, w.permits))
 	}
 }
 
@@ -627,6 +693,34 @@ func (l *limiter[S, T, M]) remove(w *waiter, now int64) {
 // answer hands a waiter its lease; ch is buffered, so this never blocks.
 func (l *limiter[S, T, M]) answer(w *waiter, lease ratelimit.Lease) { w.ch <- lease }
 
+func (l *limiter[S, T, M]) Refund(_ context.Context, lease ratelimit.Lease, permits int) error {
+	if permits < 0 || int64(permits) > l.k.capacity {
+		return ratelimit.CheckPermits(permits, l.k.capacity)
+	}
+	if l.k.releaser != nil {
+		lease.Release()
+		return nil
+	}
+	at, ok := l.k.leases[ratelimit.ReasonNone].Token(lease)
+	if !ok || l.k.refunder == nil || permits == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	now := l.now()
+	l.state = l.k.refunder.Refund(l.state, now, int64(at), int64(permits))
+	if l.head != nil {
+		if l.k.reserver != nil {
+			l.redue(now)
+		}
+		l.serve(now)
+	}
+	return nil
+}
+
 func (l *limiter[S, T, M]) Stats() ratelimit.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -674,7 +768,7 @@ func (l *limiter[S, T, M]) Close() error {
 	for l.head != nil {
 		w := l.head
 		l.remove(w, now)
-		l.answer(w, l.refuse(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed))
+		l.answer(w, l.refuse(ratelimit.Decision{RetryAfter: -1}, w.permits, ratelimit.ReasonClosed))
 	}
 	return nil
 }

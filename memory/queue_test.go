@@ -128,12 +128,16 @@ func TestStatusChecksAreNotCounted(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	l := newLimiter(t, fixedwindow.Config{Limit: 1, Window: time.Second, Queue: ratelimit.Queue{Limit: 1}}, clock)
 	l.Acquire(bg, 1)
+	// Wait(0) waits for a permit; a deadline before the window's end is
+	// refused at once.
+	ctx, cancel := context.WithDeadline(bg, clock.Now().Add(time.Millisecond))
+	defer cancel()
 	for i := 0; i < 3; i++ {
 		if a, _ := l.Acquire(bg, 0); a.Acquired() {
 			t.Fatal("status check granted on an exhausted limiter")
 		}
-		if w, _ := l.Wait(bg, 0); w.Acquired() {
-			t.Fatal("Wait(0) granted on an exhausted limiter")
+		if w, _ := l.Wait(ctx, 0); w.Acquired() || w.Reason() != ratelimit.ReasonDeadline {
+			t.Fatalf("Wait(0) with a deadline before the window's end: %v, want refused (deadline)", w)
 		}
 	}
 	if s := l.Stats(); s.Granted != 1 || s.Refused != 0 {

@@ -137,6 +137,17 @@ func (e *env) waitQueued(ctx context.Context, permits int, queued int64) *pendin
 	return p
 }
 
+// answeredSoon reports whether the answer comes within 5ms: the waiter's
+// goroutine receives it after the step that served it returns.
+func (p *pending) answeredSoon() bool {
+	for deadline := time.Now().Add(5 * ms); !p.answered(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 func (p *pending) answered() bool {
 	if p.r != nil {
 		return true
@@ -205,8 +216,18 @@ func testWaitGrantsAtOnce(t *testing.T, s *suite, a Algorithm) {
 	if err != nil || !lease.Acquired() || lease.Remaining() != 0 {
 		t.Fatalf("Wait(3) on a fresh limiter: %v, %v; want granted with 0 remaining", lease, err)
 	}
-	if s, err := e.l.Wait(bg, 0); err != nil || s.Acquired() {
-		t.Fatalf("Wait(0) on an exhausted limiter: %v, %v; want a refused status check at once", s, err)
+	e.held = append(e.held, lease)
+	// Wait(ctx, 0) waits, without a queue, until a permit is available,
+	// and takes nothing.
+	p := e.wait(bg, 0)
+	time.Sleep(20 * ms)
+	if p.answered() {
+		t.Fatalf("Wait(0) on an exhausted limiter answered at once: %v; want it to wait", p.r.lease)
+	}
+	e.freeUntil(p.answeredSoon)
+	p.wantGranted()
+	if g := mustAcquire(t, e.l, 1); !g.Acquired() {
+		t.Fatalf("Acquire(1) after Wait(0): %v, want granted (Wait(0) takes nothing)", g)
 	}
 }
 

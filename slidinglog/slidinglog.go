@@ -4,9 +4,16 @@
 //
 // Behaviour: exact. In any interval of length Window, at most Limit permits are
 // granted; nothing is admitted early or late, and RetryAfter is the instant the
-// oldest grants needed leave the window. The cost is memory: up to 16 bytes per
-// grant still in the window (16×Limit bytes per key at worst), and a refusal's
-// RetryAfter walks the log from its oldest entry.
+// oldest grants needed leave the window. A grant decided at an instant older
+// than the newest entry's (a clock read before another goroutine decided) is
+// recorded at the newest entry's instant: the log stays in order, and such a
+// grant stays in the window a little longer, never shorter.
+//
+// The cost is memory: 16 bytes per grant still in the window (16×Limit bytes
+// per key at worst). Time is O(log n) per decision in the n entries of the
+// log: each entry holds the running total of the permits granted, so the
+// entries that left the window and a refusal's RetryAfter are found by
+// binary search.
 package slidinglog
 
 import (
@@ -46,14 +53,16 @@ func (c Config) Capacity() int64 { return int64(c.Limit) }
 // QueueOptions returns c.Queue.
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
 
-// Entry is one grant: Permits granted at instant At (ns since the Unix epoch).
-type Entry struct {
-	At      int64
-	Permits int64
+// entry is one grant, or several at one instant: the permits granted up to
+// and including it, as a running total (which wraps around; only
+// differences are read), at instant at (ns since the Unix epoch).
+type entry struct {
+	at  int64
+	cum uint64
 }
 
 // State is the total of the permits in the log, and the log: nil until
-// the first grant. Step updates the log in place.
+// the first decision. Step updates the log in place.
 //
 // State is two words, so that Go passes it in registers.
 type State struct {
@@ -61,35 +70,74 @@ type State struct {
 	Log   *Log
 }
 
-// Log is a ring of entries, oldest at Head, that grows by doubling.
+// Log is a ring of entries in time order, oldest at head, that grows by
+// doubling, and the latest instant a decision was made at.
 type Log struct {
-	Ring []Entry
-	Head int
-	Len  int
+	ring []entry
+	head int
+	n    int
+	base uint64 // the running total before the oldest entry
+	last int64  // the latest instant of a decision: grants are recorded no earlier
 }
 
-func (g *Log) at(i int) *Entry { return &g.Ring[(g.Head+i)%len(g.Ring)] }
+func (g *Log) at(i int) *entry { return &g.ring[(g.head+i)%len(g.ring)] }
 
-func (g *Log) push(e Entry) {
-	if g.Len > 0 {
-		if last := g.at(g.Len - 1); last.At == e.At {
-			last.Permits += e.Permits
+// cum is the running total up to and including entry i; base for i == -1.
+func (g *Log) cum(i int) uint64 {
+	if i < 0 {
+		return g.base
+	}
+	return g.at(i).cum
+}
+
+// search returns the smallest i in [0, n) for which f(i) holds, n if none;
+// f is false then true over the log's order.
+func (g *Log) search(f func(int) bool) int {
+	lo, hi := 0, g.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if f(m) {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}
+
+// push records p permits granted at instant t, which is no earlier than
+// the newest entry's: in the newest entry when it is at t, else in a new
+// entry at t.
+func (g *Log) push(t, p int64) {
+	if g.n > 0 {
+		if last := g.at(g.n - 1); last.at >= t {
+			last.cum += uint64(p)
 			return
 		}
 	}
-	if g.Len == len(g.Ring) {
-		grown := make([]Entry, max(4, 2*len(g.Ring)))
-		for i := 0; i < g.Len; i++ {
+	if g.n == len(g.ring) {
+		grown := make([]entry, max(4, 2*len(g.ring)))
+		for i := 0; i < g.n; i++ {
 			grown[i] = *g.at(i)
 		}
-		g.Ring, g.Head = grown, 0
+		g.ring, g.head = grown, 0
 	}
-	*g.at(g.Len) = e
-	g.Len++
+	*g.at(g.n) = entry{at: t, cum: g.cum(g.n-1) + uint64(p)}
+	g.n++
+}
+
+// drop removes the k oldest entries.
+func (g *Log) drop(k int) {
+	if k == 0 {
+		return
+	}
+	g.base = g.cum(k - 1)
+	g.head = (g.head + k) % len(g.ring)
+	g.n -= k
 }
 
 // empty reports whether the log holds no entry.
-func (s State) empty() bool { return s.Log == nil || s.Log.Len == 0 }
+func (s State) empty() bool { return s.Log == nil || s.Log.n == 0 }
 
 // Model is the reference model of a validated Config.
 type Model struct {
@@ -108,55 +156,87 @@ func NewModel(c Config) (Model, error) {
 // Initial is an empty log.
 func (m *Model) Initial() State { return State{} }
 
-// expired counts the oldest entries and permits that have left the window at now.
+// Clone returns a copy of s that Step may change without changing s.
+func (m *Model) Clone(s State) State {
+	if s.Log != nil {
+		g := *s.Log
+		g.ring = append([]entry(nil), g.ring...)
+		s.Log = &g
+	}
+	return s
+}
+
+// expired counts the oldest entries and the permits that have left the
+// window at now.
 func (m *Model) expired(s State, now int64) (n int, permits int64) {
-	if s.Log == nil {
+	if s.empty() {
 		return 0, 0
 	}
-	for g := s.Log; n < g.Len; n++ {
-		e := g.at(n)
-		if e.At+m.window > now {
-			break
-		}
-		permits += e.Permits
-	}
-	return n, permits
+	g := s.Log
+	n = g.search(func(i int) bool { return check.Add(g.at(i).at, m.window) > now })
+	return n, int64(g.cum(n-1) - g.base)
 }
 
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal changes nothing but dropping expired entries; its RetryAfter is
 // when enough of the oldest grants leave the window.
 func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
-	if n, p := m.expired(s, now); n > 0 {
-		g := s.Log
-		g.Head = (g.Head + n) % len(g.Ring)
-		g.Len -= n
+	if s.Log == nil {
+		s.Log = &Log{last: now}
+	}
+	// A decision read at an instant older than one already made is made at
+	// that one (at): expiry and the grant's entry; durations stay relative
+	// to the caller's now.
+	at := max(now, s.Log.last)
+	s.Log.last = at
+	if n, p := m.expired(s, at); n > 0 {
+		s.Log.drop(n)
 		s.Total -= p
 	}
 	d := ratelimit.Decision{RetryAfter: -1}
 	if need := s.Total + max(permits, 1) - m.limit; need <= 0 {
 		d.Granted = true
 		if permits > 0 {
-			if s.Log == nil {
-				s.Log = new(Log)
-			}
-			s.Log.push(Entry{At: now, Permits: permits})
+			s.Log.push(at, permits)
 			s.Total += permits
 		}
-	} else {
-		for i, g := 0, s.Log; i < g.Len; i++ { // need > 0: the log holds entries
-			e := g.at(i)
-			if need -= e.Permits; need <= 0 {
-				d.RetryAfter = time.Duration(e.At + m.window - now)
-				break
-			}
-		}
+	} else { // need > 0: the log holds entries, and more than need permits
+		g := s.Log
+		i := g.search(func(i int) bool { return int64(g.cum(i)-g.base) >= need })
+		d.RetryAfter = time.Duration(check.Add(g.at(i).at, m.window) - now)
 	}
 	d.Remaining = m.limit - s.Total
 	if !s.empty() {
-		d.ResetAfter = time.Duration(s.Log.at(s.Log.Len-1).At + m.window - now)
+		d.ResetAfter = time.Duration(m.InitialAt(s) - now)
 	}
 	return s, d
+}
+
+// Refund takes back permits granted at instant at, as if they had not
+// been granted, while that grant is in the window at now. They come out of
+// the oldest entry at or after at: the grant's own, or, for a grant decided
+// at an instant older than the log's newest (recorded there), an older
+// entry, which leaves the window sooner: stricter, never looser. It
+// changes the running totals of the entries after that one: O(entries
+// after it), none for the newest grant.
+func (m *Model) Refund(s State, now, at, permits int64) State {
+	if s.empty() || check.Add(at, m.window) <= now {
+		return s // the grant left the window: nothing to take back
+	}
+	g := s.Log
+	i := g.search(func(i int) bool { return g.at(i).at >= at })
+	if i == g.n {
+		return s
+	}
+	p := min(uint64(permits), g.cum(i)-g.cum(i-1))
+	for j := i; j < g.n; j++ {
+		g.at(j).cum -= p
+	}
+	for g.n > 0 && g.cum(g.n-1) == g.cum(g.n-2) { // the newest entry is empty now
+		g.n--
+	}
+	s.Total -= int64(p)
+	return s
 }
 
 // Available is the number of permits that could be granted at now; it reads s
@@ -171,5 +251,5 @@ func (m *Model) InitialAt(s State) int64 {
 	if s.empty() {
 		return math.MinInt64
 	}
-	return s.Log.at(s.Log.Len-1).At + m.window
+	return check.Add(s.Log.at(s.Log.n-1).at, m.window)
 }

@@ -3,9 +3,15 @@
 //   - Segmented (Segments > 0), as .NET's SlidingWindowRateLimiter: the window
 //     is split into Segments equal segments aligned to the Unix epoch; a grant
 //     counts in the segment it falls in, and comes back when that segment
-//     leaves the window. It never admits more than Limit in any window of
-//     Window's length that starts on a segment boundary, and at most
-//     Limit×(1+1/Segments) in any window at all. Memory: 8 bytes per segment.
+//     leaves the window. It never admits more than Limit in any interval of
+//     Window−Window/Segments (one segment less than a window), nor in any
+//     window of Window's length that starts on a segment boundary. An
+//     arbitrary interval of Window's length overlaps Segments+1 segments, so
+//     it may see up to 2×Limit: Limit at the end of a segment, and Limit
+//     again when that segment leaves the window, Window−Window/Segments
+//     later (Limit 10, Window 500ms, 5 segments: Acquire(10) at 450ms and at
+//     900ms are both granted). More segments narrow that edge; memory is 8
+//     bytes per segment, and a decision's time grows with Segments.
 //   - Weighted (Segments == 0), the two-window counter: the count of the
 //     previous fixed window is weighted by how much of it the sliding window
 //     still overlaps, plus the current window's count. An approximation that
@@ -13,8 +19,9 @@
 //     somewhat more than Limit in a sliding window when they were bunched at
 //     its end, and fewer when bunched at its start. Memory: 24 bytes per key.
 //
-// Both smooth the fixed window's boundary burst (2×Limit in one window's
-// length) at a modest cost; RetryAfter is exact for the model.
+// Both smooth the fixed window's boundary burst at a modest cost; RetryAfter
+// is exact for the model. A decision at an instant older than the state's
+// newest segment (or window) counts in it: never more is admitted for it.
 package slidingwindow
 
 import (
@@ -237,17 +244,17 @@ func (m *Model) earliest(s State, now, permits int64) int64 {
 		for t := s.Start - (m.segments-1)*m.seg; t <= s.Start; t += m.seg {
 			need -= s.Ring.Counts[i]
 			if need <= 0 {
-				return t + m.window
+				return check.Add(t, m.window)
 			}
 			i = m.next(i)
 		}
-		return s.Start + m.window // unreachable: permits <= limit
+		return check.Add(s.Start, m.window) // unreachable: permits <= limit
 	}
 	ok := func(t int64) bool {
 		// at on a copy: the weighted state holds no slice, so this is pure.
 		return m.fits(m.at(s, t), t, permits)
 	}
-	return check.Earliest(now, s.Start+2*m.window, m.guess(s, permits), ok)
+	return check.Earliest(now, check.Add(s.Start, 2*m.window), m.guess(s, permits), ok)
 }
 
 // guess solves the weighted form's inequality in floats; earliest refines it.
@@ -260,6 +267,42 @@ func (m *Model) guess(s State, permits int64) int64 {
 		return s.Start + m.window + int64(w*(1-float64(m.limit-permits)/float64(s.Total)))
 	}
 	return s.Start + m.window
+}
+
+// Clone returns a copy of s that Step may change without changing s.
+func (m *Model) Clone(s State) State {
+	if s.Ring != nil {
+		r := *s.Ring
+		r.Counts = append([]int64(nil), r.Counts...)
+		s.Ring = &r
+	}
+	return s
+}
+
+// Refund takes back permits granted at instant at, as if they had not been
+// granted, while they still count. A grant at an instant older than the
+// state's counted in a later segment (or window) than at's; taking it back
+// from at's instead leaves the later one counting it: stricter, never more
+// admitted.
+func (m *Model) Refund(s State, now, at, permits int64) State {
+	if m.segments == 0 {
+		switch start := check.FloorStart(at, m.window); {
+		case start == s.Start:
+			s.Total -= min(permits, s.Total)
+		case start == s.Start-m.window:
+			s.Prev -= min(permits, s.Prev)
+		}
+		return s
+	}
+	start := check.FloorStart(at, m.seg)
+	if start > s.Start || start <= s.Start-m.window {
+		return s // not counted in the ring (the grant moved the state to at's segment or later)
+	}
+	i := m.index(start)
+	p := min(permits, s.Ring.Counts[i])
+	s.Ring.Counts[i] -= p
+	s.Total -= p
+	return s
 }
 
 // Available is the number of permits that could be granted at now. It reads
@@ -288,15 +331,15 @@ func (m *Model) InitialAt(s State) int64 {
 	if m.segments == 0 {
 		switch {
 		case s.Total > 0:
-			return s.Start + 2*m.window
+			return check.Add(s.Start, 2*m.window)
 		case s.Prev > 0:
-			return s.Start + m.window
+			return check.Add(s.Start, m.window)
 		}
 		return math.MinInt64
 	}
 	for t, i := s.Start, s.Ring.Head; t > s.Start-m.window; t, i = t-m.seg, m.prev(i) {
 		if s.Ring.Counts[i] != 0 {
-			return t + m.window
+			return check.Add(t, m.window)
 		}
 	}
 	return math.MinInt64

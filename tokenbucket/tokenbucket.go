@@ -8,11 +8,11 @@
 //     on the same arrival times (same float64 arithmetic). Like x/time/rate, a
 //     request is granted once its missing tokens are less than one nanosecond
 //     of refill away, so RetryAfter may be 1ns below the plain quotient.
-//     rate.Inf grants everything. An instant older than the last decision's
-//     (a clock read before another goroutine decided) refills nothing: the
-//     bucket is taken as it was at that last decision, so such a request is
-//     never granted more than it would have been a moment later, where
-//     x/time/rate would refill the interval twice.
+//     rate.Inf grants everything. A decision read at an instant older than
+//     an earlier decision's (a clock read before another goroutine decided)
+//     is made at that earlier instant: the bucket never refills an interval
+//     twice, and such a request is never granted more than it would have
+//     been a moment later. x/time/rate would refill the interval twice.
 //   - Interval (Period and PerPeriod set): PerPeriod tokens are added at every
 //     multiple of Period since the Unix epoch, as in .NET's TokenBucketRateLimiter
 //     with a replenishment period. Aligning to the epoch makes every replica and
@@ -33,7 +33,7 @@
 // the Unix epoch), where a reservation is refused: the longest fill time
 // Validate accepts, 100 years, ends long before.
 //
-// Memory: the state is 16 bytes per key (a token count and a timestamp).
+// Memory: the state is 24 bytes per key (a token count and two instants).
 package tokenbucket
 
 import (
@@ -101,11 +101,14 @@ func (c Config) Capacity() int64 { return int64(c.Burst) }
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
 
 // State is a bucket's state: the tokens at instant Last (continuous), or the
-// tokens after the refill at Last (interval; Last is a multiple of Period).
-// Instants are nanoseconds since the Unix epoch.
+// tokens after the refill at Last (interval; Last is a multiple of Period),
+// and Seen, the latest instant a decision was made at: a decision read at
+// an older instant is made at Seen. Instants are nanoseconds since the
+// Unix epoch.
 type State struct {
 	Tokens float64
 	Last   int64
+	Seen   int64
 }
 
 // Model is the reference model of a validated Config: pure functions from a
@@ -137,8 +140,11 @@ func NewModel(c Config) (Model, error) {
 // Initial is the state of a new limiter: a full bucket.
 func (m *Model) Initial() State { return State{Tokens: float64(m.burst)} }
 
-// tokensAt is the bucket's content at now, before any request (x/time/rate's advance).
+// tokensAt is the bucket's content at now, before any request (x/time/rate's
+// advance), made at Seen when now is older.
 func (m *Model) tokensAt(s State, now int64) State {
+	now = max(now, s.Seen)
+	s.Seen = now
 	if m.period > 0 {
 		if check.Within(now, s.Last, m.period) {
 			return s
@@ -156,14 +162,14 @@ func (m *Model) tokensAt(s State, now int64) State {
 		s.Last = max(s.Last, tick)
 		return s
 	}
-	if now <= s.Last { // an older instant refills nothing, and Last stays
+	if now <= s.Last {
 		return s
 	}
 	tokens := s.Tokens + seconds(now-s.Last)*m.limit
 	if b := float64(m.burst); tokens > b {
 		tokens = b
 	}
-	return State{Tokens: tokens, Last: now}
+	return State{Tokens: tokens, Last: now, Seen: now}
 }
 
 // seconds is time.Duration(d).Seconds() for d >= 0, bit for bit. Below a
@@ -216,6 +222,7 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	want := max(permits, 1)
 	after := cur
 	after.Tokens -= float64(want)
+	s.Seen = cur.Seen // what else a refusal or a status check changes: nothing
 	if m.fits(after) {
 		d.Granted = true
 		if permits > 0 {
@@ -300,11 +307,11 @@ func (m *Model) Reserve(s State, now, permits int64) (next State, due int64, ok 
 	return s, due, true
 }
 
-// Refund gives back permits taken at now or earlier: a cancelled
-// reservation's, or a grant being rolled back. The bucket is left as if
-// they had never been taken: what refilled meanwhile beyond the burst is
-// not given back twice.
-func (m *Model) Refund(s State, now, permits int64) State {
+// Refund gives back permits taken at instant at, at now or earlier: a
+// cancelled reservation's, or a grant being rolled back. The bucket is left
+// as if they had never been taken: what refilled meanwhile beyond the
+// burst is not given back twice.
+func (m *Model) Refund(s State, now, at, permits int64) State {
 	if m.inf {
 		return s
 	}

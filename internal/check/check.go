@@ -119,6 +119,15 @@ func Config(pkg string, cfg ratelimit.Config) error {
 	return nil
 }
 
+// Add returns t + d for d >= 0, saturating at Far: the end of a window or
+// a wait that would fall past Far is Far.
+func Add(t, d int64) int64 {
+	if t >= Far || d >= Far-t {
+		return Far
+	}
+	return t + d
+}
+
 // CeilDiv returns ceil(a/b) for a >= 0, b > 0.
 func CeilDiv(a, b int64) int64 {
 	q := a / b
