@@ -2,77 +2,158 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"sync/atomic"
 )
 
-// ChainLimiter is the Limiter returned by Chain.
+// ChainLimiter is the Limiter returned by Chain. It is also a Refunder, so
+// chains nest.
 type ChainLimiter struct {
-	limiters []Limiter
-	clock    Clock
+	m     *members
+	clock Clock
+}
+
+// members are the limiters of a chain, shared by the copies WithClock makes.
+type members struct {
+	ls      []Limiter
+	invalid error // why the chain cannot decide (empty, a nil member), or nil
 }
 
 // Chain returns one limiter that takes permits from each of limiters in
-// order, all or nothing: a per-user limit and a global one, say.
+// order, all or nothing: a per-user limit and a global one, say. It keeps
+// its own copy of limiters: changing the slice afterwards changes nothing.
 //
-// Acquire asks each limiter in turn; on a refusal it releases what it took,
-// in reverse order, and returns the refusing lease, so its RetryAfter and
-// reason reach the caller. Releasing gives concurrency permits back; a rate
-// limiter's permits, once granted, stay spent, so put the limiter most likely
-// to refuse first. The granted lease's Release releases every limiter's lease;
-// its figures are those of the limiter with the fewest permits remaining.
+// Acquire asks each limiter in turn. When one refuses or returns an error
+// (ErrExceedsLimit included), Acquire gives back what the limiters before it
+// granted, in reverse order, and returns the refusing lease (so its
+// RetryAfter and reason reach the caller) or the error: a member that is a
+// Refunder is refunded, and the lease of any other member is released.
+// Releasing gives concurrency permits back, but a rate limiter that is not a
+// Refunder keeps what it granted (its permits come back with time), so put
+// such a limiter last, where no later member can refuse after it (memory
+// and redis limiters and chains are Refunders; FromRate's is not). The
+// give-back runs even when ctx ended during the attempt (the members get a
+// ctx that is not cancelled). When a Refund fails, that member keeps its
+// grant, and Acquire returns the Refund's error (joined to the member's
+// error, if any) together with the refusing lease.
+//
+// A negative permits (ErrInvalidPermits), a nil ctx (ErrNilContext), a done
+// one (ctx.Err()), an empty chain or a nil member (ErrInvalidConfig) are
+// reported before any member is asked. permits == 0 is a status check that
+// takes nothing: granted when every member has at least one permit.
+//
+// The granted lease's Release releases every member's lease; its figures
+// are those of the member with the fewest permits remaining.
 //
 // Wait never holds permits of one limiter while it sleeps on another: it
-// tries the whole chain, and on a refusal releases everything, sleeps until
-// the refusing limiter's RetryAfter (or, for a concurrency limiter, waits on
-// it alone and releases at once), then tries again, until ctx is done.
+// tries the whole chain, and on a refusal gives everything back (as
+// Acquire does), sleeps until the refusing limiter's RetryAfter (or, when
+// that is unknown, as for a concurrency limiter, waits on that limiter alone
+// and releases at once), then tries again, until ctx is done. Wait(ctx, 0)
+// so waits until every member has at least one permit, and takes nothing.
 func Chain(limiters ...Limiter) *ChainLimiter {
-	return &ChainLimiter{limiters: limiters, clock: SystemClock}
+	m := &members{ls: append([]Limiter(nil), limiters...)}
+	if len(m.ls) == 0 {
+		m.invalid = fmt.Errorf("%w: empty chain", ErrInvalidConfig)
+	}
+	for i, l := range m.ls {
+		if l == nil {
+			m.invalid = fmt.Errorf("%w: chain member %d is nil", ErrInvalidConfig, i)
+			break
+		}
+	}
+	return &ChainLimiter{m: m, clock: SystemClock}
 }
 
-// WithClock makes Wait sleep on c; for tests.
+// WithClock returns a copy of the chain whose Wait sleeps on clock (the
+// system clock when nil); for tests. The copy shares the members, and each
+// refunds the other's leases.
 func (c *ChainLimiter) WithClock(clock Clock) *ChainLimiter {
-	return &ChainLimiter{limiters: c.limiters, clock: clock}
+	if clock == nil {
+		clock = SystemClock
+	}
+	return &ChainLimiter{m: c.m, clock: clock}
 }
 
 // Acquire takes permits from every limiter now, or from none.
 func (c *ChainLimiter) Acquire(ctx context.Context, permits int) (Lease, error) {
+	if err := c.check(ctx, permits); err != nil {
+		return Lease{}, err
+	}
 	lease, _, err := c.acquire(ctx, permits)
 	return lease, err
 }
 
+// check reports what makes a call invalid, before any member is asked.
+func (c *ChainLimiter) check(ctx context.Context, permits int) error {
+	if c.m.invalid != nil {
+		return c.m.invalid
+	}
+	if permits < 0 {
+		return CheckPermits(permits, math.MaxInt64)
+	}
+	return CheckContext(ctx)
+}
+
 // acquire returns the chain's lease, or the refusing lease and its limiter.
 func (c *ChainLimiter) acquire(ctx context.Context, permits int) (Lease, Limiter, error) {
-	if len(c.limiters) == 0 {
-		return Lease{}, nil, fmt.Errorf("%w: empty chain", ErrInvalidConfig)
-	}
-	taken := make(chained, 0, len(c.limiters))
-	for _, l := range c.limiters {
+	g := &chainGrant{m: c.m, leases: make([]Lease, 0, len(c.m.ls))}
+	for _, l := range c.m.ls {
 		lease, err := l.Acquire(ctx, permits)
 		if err != nil || !lease.Acquired() {
-			taken.release()
+			if uerr := g.undo(context.WithoutCancel(ctx), permits); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
 			return lease, l, err
 		}
-		taken = append(taken, lease)
+		g.leases = append(g.leases, lease)
 	}
-	best := taken[0]
-	for _, l := range taken[1:] {
+	best := g.leases[0]
+	for _, l := range g.leases[1:] {
 		if l.Remaining() < best.Remaining() {
 			best = l
 		}
 	}
 	d := Decision{Granted: true, Remaining: best.Remaining()}
-	for _, l := range taken {
+	for _, l := range g.leases {
 		d.ResetAfter = max(d.ResetAfter, l.ResetAfter())
 	}
-	return NewLease(d, best.Limit(), ReasonNone, &taken, 0), nil, nil
+	g.info = GrantInfo(best.Limit(), g)
+	return g.info.Lease(d, 0), nil, nil
+}
+
+// Refund gives back the permits of lease, a grant of this chain (or of a
+// copy made by WithClock), to every member in reverse order, as Acquire does
+// when a member refuses: a member that is a Refunder is refunded, the lease
+// of any other is released. A lease is refunded once; refunding it again,
+// refunding a refusal or a lease of another limiter does nothing. The
+// members' errors are joined. A nil ctx is ErrNilContext and a negative
+// permits ErrInvalidPermits; ctx is passed to the members as it is.
+func (c *ChainLimiter) Refund(ctx context.Context, lease Lease, permits int) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	if permits < 0 {
+		return CheckPermits(permits, math.MaxInt64)
+	}
+	if !lease.Acquired() {
+		return nil
+	}
+	g, ok := lease.info.rel.(*chainGrant)
+	if !ok || g.m != c.m || lease.info != &g.info || !g.refunded.CompareAndSwap(false, true) {
+		return nil
+	}
+	return g.undo(ctx, permits)
 }
 
 // Wait takes permits from every limiter, sleeping while any refuses.
 func (c *ChainLimiter) Wait(ctx context.Context, permits int) (Lease, error) {
+	if err := c.check(ctx, permits); err != nil {
+		return Lease{}, err
+	}
 	for {
-		if err := ctx.Err(); err != nil {
-			return Lease{}, err
-		}
 		lease, refuser, err := c.acquire(ctx, permits)
 		if err != nil || lease.Acquired() {
 			return lease, err
@@ -84,24 +165,52 @@ func (c *ChainLimiter) Wait(ctx context.Context, permits int) (Lease, error) {
 				return held, err
 			}
 			held.Release()
-			continue
+		} else {
+			if deadline, ok := ctx.Deadline(); ok && deadline.Sub(c.clock.Now()) < d {
+				return NewLease(Decision{Remaining: lease.Remaining(), RetryAfter: d, ResetAfter: lease.ResetAfter()}, lease.Limit(), ReasonDeadline, nil, 0), nil
+			}
+			if err := Sleep(ctx, c.clock, d); err != nil {
+				return Lease{}, err
+			}
 		}
-		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(c.clock.Now()) < d {
-			return NewLease(Decision{Remaining: lease.Remaining(), RetryAfter: d, ResetAfter: lease.ResetAfter()}, lease.Limit(), ReasonDeadline, nil, 0), nil
-		}
-		if err := Sleep(ctx, c.clock, d); err != nil {
+		if err := ctx.Err(); err != nil {
 			return Lease{}, err
 		}
 	}
 }
 
-// chained releases its leases in reverse order; each is idempotent.
-type chained []Lease
+// chainGrant is what a chain's granted lease holds: the leases of its
+// members, in order. Its Release releases them in reverse order (each is
+// idempotent).
+type chainGrant struct {
+	m        *members
+	info     LeaseInfo
+	leases   []Lease
+	refunded atomic.Bool
+}
 
-func (c *chained) release() {
-	for i := len(*c) - 1; i >= 0; i-- {
-		(*c)[i].Release()
+func (g *chainGrant) Release(uint64) {
+	for i := len(g.leases) - 1; i >= 0; i-- {
+		g.leases[i].Release()
 	}
 }
 
-func (c *chained) Release(uint64) { c.release() }
+// undo gives back the grants of g.leases, made by the first members of the
+// chain, in reverse order: Refund for a Refunder, Release for the others.
+// A status check (permits == 0) took nothing and is not given back.
+func (g *chainGrant) undo(ctx context.Context, permits int) error {
+	if permits == 0 {
+		return nil
+	}
+	var errs []error
+	for i := len(g.leases) - 1; i >= 0; i-- {
+		if r, ok := g.m.ls[i].(Refunder); ok {
+			if err := r.Refund(ctx, g.leases[i], permits); err != nil {
+				errs = append(errs, fmt.Errorf("ratelimit: chain member %d kept its grant: %w", i, err))
+			}
+			continue
+		}
+		g.leases[i].Release()
+	}
+	return errors.Join(errs...)
+}

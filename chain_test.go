@@ -3,8 +3,12 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
@@ -116,5 +120,303 @@ func TestChainWaitDeadlineAndConcurrency(t *testing.T) {
 	held.Release()
 	if l := <-done; !l.Acquired() {
 		t.Fatalf("chain Wait on a concurrency limiter: %v, want granted after Release", l)
+	}
+}
+
+// probe is a limiter of the tests' own: it grants (capacity 10), or refuses,
+// or fails, and counts the calls it gets. It is a Refunder.
+type probe struct {
+	mu        sync.Mutex
+	refuse    bool
+	err       error // returned by Acquire and Wait
+	refundErr error // returned by Refund
+	calls     int   // Acquire and Wait calls
+	refunded  int   // permits refunded
+	refundCtx error // ctx.Err() seen by the last Refund
+}
+
+var probeLeases = ratelimit.MakeLeases(10)
+
+func (p *probe) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	if p.err != nil {
+		return ratelimit.Lease{}, p.err
+	}
+	return probeLeases.Lease(ratelimit.Decision{Granted: !p.refuse, Remaining: 5, RetryAfter: time.Second}, ratelimit.ReasonLimit), nil
+}
+
+func (p *probe) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return p.Acquire(ctx, permits)
+}
+
+func (p *probe) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refundCtx = ctx.Err()
+	if lease.Acquired() {
+		p.refunded += permits
+	}
+	return p.refundErr
+}
+
+func (p *probe) stats() (calls, refunded int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls, p.refunded
+}
+
+// plain hides every method of its limiter but Acquire and Wait: a member
+// that is not a Refunder.
+type plain struct{ ratelimit.Limiter }
+
+// TestChainRefusalSpendsNothing: a refusal by a later limiter gives back
+// what the earlier ones granted, so three refused attempts leave the
+// organisation's budget whole; a concurrency member that is not a Refunder
+// gets its permits back by Release.
+func TestChainRefusalSpendsNothing(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	org := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
+	held := newMem(t, concurrency.Config{Limit: 5}, clock)
+	user := newMem(t, fixedwindow.Config{Limit: 1, Window: time.Hour}, clock)
+	c := ratelimit.Chain(org, plain{held}, user)
+	if l, err := c.Acquire(bg, 1); err != nil || !l.Acquired() {
+		t.Fatalf("first Acquire: %v, %v", l, err)
+	}
+	for i := 0; i < 3; i++ {
+		l, err := c.Acquire(bg, 1)
+		if err != nil || l.Acquired() || l.Limit() != 1 {
+			t.Fatalf("refused attempt %d: %v, %v; want user's refusal", i, l, err)
+		}
+	}
+	if got := org.Stats().Available; got != 9 {
+		t.Fatalf("org has %d available after 1 grant and 3 refused attempts, want 9", got)
+	}
+	if got := held.Stats().Available; got != 4 {
+		t.Fatalf("held has %d available, want 4 (one held by the grant, the refused attempts' released)", got)
+	}
+	// Wait refused for a deadline it cannot meet gives back too.
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	if l, err := c.WithClock(ratelimittest.NewClockAt(time.Now())).Wait(ctx, 1); err != nil || l.Reason() != ratelimit.ReasonDeadline {
+		t.Fatalf("Wait: %v, %v; want refused (ReasonDeadline)", l, err)
+	}
+	if got := org.Stats().Available; got != 9 {
+		t.Fatalf("org has %d available after a refused Wait, want 9", got)
+	}
+}
+
+// TestChainExceedsLaterCapacityTakesNothing: permits over a later member's
+// capacity are an invalid call, which changes no member's state.
+func TestChainExceedsLaterCapacityTakesNothing(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	org := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
+	user := newMem(t, fixedwindow.Config{Limit: 2, Window: time.Hour}, clock)
+	c := ratelimit.Chain(org, user).WithClock(clock)
+	if _, err := c.Acquire(bg, 5); !errors.Is(err, ratelimit.ErrExceedsLimit) {
+		t.Fatalf("Acquire(5): %v, want ErrExceedsLimit from user", err)
+	}
+	if _, err := c.Wait(bg, 5); !errors.Is(err, ratelimit.ErrExceedsLimit) {
+		t.Fatalf("Wait(5): %v, want ErrExceedsLimit from user", err)
+	}
+	if got := org.Stats().Available; got != 10 {
+		t.Fatalf("org has %d available after two invalid calls, want 10", got)
+	}
+}
+
+// TestChainCopiesLimiters: changing the caller's slice afterwards does not
+// change the chain.
+func TestChainCopiesLimiters(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	a := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
+	b := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
+	ls := []ratelimit.Limiter{a}
+	c := ratelimit.Chain(ls...)
+	ls[0] = b
+	if l, err := c.Acquire(bg, 3); err != nil || !l.Acquired() {
+		t.Fatalf("Acquire: %v, %v", l, err)
+	}
+	if a.Stats().Available != 7 || b.Stats().Available != 10 {
+		t.Fatalf("a %+v, b %+v; want the permits taken from a, the chain's member", a.Stats(), b.Stats())
+	}
+}
+
+// TestChainNests: a chain is a Refunder, so a chain inside a chain gives
+// back what its members granted when a later member refuses; Refund of a
+// chain's grant gives back every member's permits, once.
+func TestChainNests(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	org := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
+	team := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
+	user := newMem(t, fixedwindow.Config{Limit: 1, Window: time.Hour}, clock)
+	inner := ratelimit.Chain(org, team)
+	c := ratelimit.Chain(inner, user)
+	if l, _ := c.Acquire(bg, 1); !l.Acquired() {
+		t.Fatal("first Acquire refused")
+	}
+	for i := 0; i < 3; i++ {
+		if l, err := c.Acquire(bg, 1); err != nil || l.Acquired() {
+			t.Fatalf("attempt %d: %v, %v; want refused by user", i, l, err)
+		}
+	}
+	if org.Stats().Available != 9 || team.Stats().Available != 9 {
+		t.Fatalf("org %+v, team %+v; want 9 each (only the grant spent)", org.Stats(), team.Stats())
+	}
+
+	r, ok := any(inner).(ratelimit.Refunder)
+	if !ok {
+		t.Fatal("a chain is not a Refunder")
+	}
+	g, err := inner.Acquire(bg, 4)
+	if err != nil || !g.Acquired() {
+		t.Fatalf("inner Acquire(4): %v, %v", g, err)
+	}
+	if err := r.Refund(bg, g, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refund(bg, g, 4); err != nil { // once only
+		t.Fatal(err)
+	}
+	if org.Stats().Available != 9 || team.Stats().Available != 9 {
+		t.Fatalf("after Refund (twice): org %+v, team %+v; want 9 each", org.Stats(), team.Stats())
+	}
+	// Another chain's grant, a refusal and a member's own lease are not this chain's.
+	other, _ := ratelimit.Chain(org).Acquire(bg, 1)
+	refused, _ := c.Acquire(bg, 1)
+	own, _ := org.Acquire(bg, 1)
+	for _, l := range []ratelimit.Lease{other, refused, own} {
+		if err := r.Refund(bg, l, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if org.Stats().Available != 7 {
+		t.Fatalf("org %+v; want 7: refunding leases that are not the chain's grants does nothing", org.Stats())
+	}
+	if err := r.Refund(nil, g, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
+		t.Fatalf("Refund(nil ctx): %v", err)
+	}
+	if err := r.Refund(bg, g, -1); !errors.Is(err, ratelimit.ErrInvalidPermits) {
+		t.Fatalf("Refund(-1): %v", err)
+	}
+}
+
+// TestChainGiveBackErrors: a member's refund error reaches the caller,
+// joined to the refusal; a member's error is returned after the earlier
+// members are refunded, with a ctx that has not ended even when the
+// caller's has.
+func TestChainGiveBackErrors(t *testing.T) {
+	boom := errors.New("boom")
+	first := &probe{refundErr: boom}
+	c := ratelimit.Chain(first, &probe{refuse: true})
+	l, err := c.Acquire(bg, 2)
+	if !errors.Is(err, boom) || l.Acquired() || l.Reason() != ratelimit.ReasonLimit {
+		t.Fatalf("refund failing: %v, %v; want the refusal and the refund's error", l, err)
+	}
+
+	ctx, cancel := context.WithCancel(bg)
+	first = &probe{}
+	failing := &probe{err: context.Canceled}
+	c = ratelimit.Chain(first, failing)
+	cancelling := ratelimit.Chain(first, limiterFunc(func(ctx context.Context, permits int) (ratelimit.Lease, error) {
+		cancel()
+		return ratelimit.Lease{}, ctx.Err()
+	}))
+	if _, err := c.Acquire(bg, 3); !errors.Is(err, context.Canceled) {
+		t.Fatalf("failing member: %v", err)
+	}
+	if _, err := cancelling.Acquire(ctx, 3); !errors.Is(err, context.Canceled) {
+		t.Fatalf("member that sees ctx end: %v, want context.Canceled", err)
+	}
+	if _, refunded := first.stats(); refunded != 6 || first.refundCtx != nil {
+		t.Fatalf("first refunded %d permits, ctx error at refund %v; want 6 (3 twice), with a live ctx", refunded, first.refundCtx)
+	}
+}
+
+// limiterFunc is a limiter whose Acquire and Wait are f.
+type limiterFunc func(context.Context, int) (ratelimit.Lease, error)
+
+func (f limiterFunc) Acquire(ctx context.Context, p int) (ratelimit.Lease, error) { return f(ctx, p) }
+func (f limiterFunc) Wait(ctx context.Context, p int) (ratelimit.Lease, error)    { return f(ctx, p) }
+
+// TestChainInvalidCalls: a nil or done ctx, negative permits, an empty
+// chain and a nil member are reported before any member is asked.
+func TestChainInvalidCalls(t *testing.T) {
+	p := &probe{}
+	c := ratelimit.Chain(p, &probe{})
+	done, cancel := context.WithCancel(bg)
+	cancel()
+	for _, call := range []struct {
+		name string
+		f    func(context.Context, int) (ratelimit.Lease, error)
+	}{{"Acquire", c.Acquire}, {"Wait", c.Wait}} {
+		if _, err := call.f(nil, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
+			t.Errorf("%s(nil ctx): %v, want ErrNilContext", call.name, err)
+		}
+		if _, err := call.f(done, 1); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s(done ctx): %v, want context.Canceled", call.name, err)
+		}
+		if _, err := call.f(bg, -1); !errors.Is(err, ratelimit.ErrInvalidPermits) {
+			t.Errorf("%s(-1): %v, want ErrInvalidPermits", call.name, err)
+		}
+		for _, bad := range []*ratelimit.ChainLimiter{ratelimit.Chain(), ratelimit.Chain(p, nil)} {
+			if _, err := bad.WithClock(nil).Acquire(bg, 1); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+				t.Errorf("%s on an empty chain or one with a nil member: %v, want ErrInvalidConfig", call.name, err)
+			}
+		}
+	}
+	if calls, _ := p.stats(); calls != 0 {
+		t.Fatalf("the first member was asked %d times, want never", calls)
+	}
+}
+
+// TestChainWaitStatus: Wait(ctx, 0) waits until every member has a permit,
+// and takes nothing; over FromRate, it sleeps until the token is there
+// instead of asking again and again.
+func TestChainWaitStatus(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	conc := newMem(t, concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}}, clock)
+	win := newMem(t, fixedwindow.Config{Limit: 2, Window: time.Second}, clock)
+	held, _ := conc.Acquire(bg, 1)
+	win.Acquire(bg, 2)
+	done := make(chan ratelimit.Lease, 1)
+	go func() {
+		l, err := ratelimit.Chain(win, conc).WithClock(clock).Wait(bg, 0)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- l
+	}()
+	for clock.Pending() == 0 { // asleep on win's window
+		time.Sleep(50 * time.Microsecond)
+	}
+	clock.Advance(time.Second)
+	select { // a status check queues no permits: give the chain time to reach conc
+	case l := <-done:
+		t.Fatalf("answered %v while conc has no permit", l)
+	case <-time.After(20 * time.Millisecond):
+	}
+	held.Release()
+	select {
+	case l := <-done:
+		if !l.Acquired() || win.Stats().Available != 2 || conc.Stats().Available != 1 {
+			t.Fatalf("%v, win %+v, conc %+v; want granted, nothing taken", l, win.Stats(), conc.Stats())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer 5s after conc's permit came back")
+	}
+
+	var asked atomic.Int32
+	x := ratelimit.FromRate(rate.NewLimiter(20, 1))
+	x.Acquire(bg, 1)
+	counted := limiterFunc(func(ctx context.Context, p int) (ratelimit.Lease, error) {
+		asked.Add(1)
+		return x.Acquire(ctx, p)
+	})
+	if l, err := ratelimit.Chain(counted).Wait(bg, 0); err != nil || !l.Acquired() {
+		t.Fatalf("Wait(0) over FromRate: %v, %v", l, err)
+	}
+	if n := asked.Load(); n > 3 {
+		t.Fatalf("the member was asked %d times in about 50ms, want it to sleep until its RetryAfter", n)
 	}
 }

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,14 @@ import (
 // a time. Acquire is AllowN at time.Now(); Wait reserves like WaitN, but
 // refuses with a lease (ReasonDeadline, RetryAfter) instead of an error when
 // ctx's deadline comes too soon, and returns ctx.Err() when ctx ends.
+//
+// Like every limiter, it reports negative permits (ErrInvalidPermits),
+// permits over the burst (ErrExceedsLimit, unless the limit is rate.Inf), a
+// nil ctx (ErrNilContext) and a done one (ctx.Err()) before it takes
+// anything. permits == 0 is a status check that takes nothing: Acquire
+// grants it when at least one token is there (with the time until one is,
+// when refused), and Wait waits until one is. A rate.Inf limit grants
+// everything. A nil l makes every call return ErrInvalidConfig.
 func FromRate(l *rate.Limiter) Limiter { return &xrate{l: l} }
 
 type xrate struct {
@@ -21,11 +30,19 @@ type xrate struct {
 	leases atomic.Pointer[Leases] // of the burst last seen: SetBurst may change it
 }
 
-func (x *xrate) check(permits int) error {
-	if x.l.Limit() == rate.Inf && permits >= 0 {
-		return nil
+// check reports what makes a call invalid, before anything is taken.
+func (x *xrate) check(ctx context.Context, permits int) error {
+	if x.l == nil {
+		return fmt.Errorf("%w: FromRate of a nil *rate.Limiter", ErrInvalidConfig)
 	}
-	return CheckPermits(permits, int64(x.l.Burst()))
+	capacity := int64(x.l.Burst())
+	if x.l.Limit() == rate.Inf {
+		capacity = math.MaxInt64
+	}
+	if err := CheckPermits(permits, capacity); err != nil {
+		return err
+	}
+	return CheckContext(ctx)
 }
 
 // decision describes the bucket at now with tokens left after a decision.
@@ -36,6 +53,15 @@ func (x *xrate) decision(granted bool, tokens float64) Decision {
 		d.ResetAfter = seconds((burst - tokens) / r)
 	}
 	return d
+}
+
+// until is how long until the bucket holds n tokens when it holds tokens
+// now; negative when it never will (a zero limit).
+func (x *xrate) until(n, tokens float64) time.Duration {
+	if r := float64(x.l.Limit()); r > 0 {
+		return seconds((n - tokens) / r)
+	}
+	return -1
 }
 
 // lease makes the lease of d, with Leases made anew only when the burst
@@ -51,6 +77,11 @@ func (x *xrate) lease(d Decision, r Reason) Lease {
 	return ls.Lease(d, r)
 }
 
+// unlimited is the grant of a rate.Inf limit, which takes nothing.
+func (x *xrate) unlimited() Lease {
+	return x.lease(Decision{Granted: true, Remaining: int64(x.l.Burst()), RetryAfter: -1}, ReasonNone)
+}
+
 func seconds(s float64) time.Duration {
 	if ns := math.Ceil(s * float64(time.Second)); ns < float64(math.MaxInt64) {
 		return time.Duration(ns)
@@ -58,31 +89,34 @@ func seconds(s float64) time.Duration {
 	return time.Duration(math.MaxInt64)
 }
 
-func (x *xrate) Acquire(_ context.Context, permits int) (Lease, error) {
-	if err := x.check(permits); err != nil {
+func (x *xrate) Acquire(ctx context.Context, permits int) (Lease, error) {
+	if err := x.check(ctx, permits); err != nil {
 		return Lease{}, err
+	}
+	if x.l.Limit() == rate.Inf {
+		return x.unlimited(), nil
 	}
 	now := time.Now()
 	if permits > 0 && x.l.AllowN(now, permits) {
 		return x.lease(x.decision(true, x.l.TokensAt(now)), ReasonNone), nil
 	}
 	tokens := x.l.TokensAt(now)
-	if permits == 0 {
-		return x.lease(x.decision(tokens >= 1, tokens), ReasonLimit), nil
-	}
-	d := x.decision(false, tokens)
-	if r := float64(x.l.Limit()); r > 0 {
-		d.RetryAfter = seconds((float64(permits) - tokens) / r)
+	d := x.decision(permits == 0 && tokens >= 1, tokens)
+	if !d.Granted {
+		d.RetryAfter = x.until(float64(max(permits, 1)), tokens)
 	}
 	return x.lease(d, ReasonLimit), nil
 }
 
 func (x *xrate) Wait(ctx context.Context, permits int) (Lease, error) {
-	if err := x.check(permits); err != nil {
+	if err := x.check(ctx, permits); err != nil {
 		return Lease{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return Lease{}, err
+	if x.l.Limit() == rate.Inf {
+		return x.unlimited(), nil
+	}
+	if permits == 0 {
+		return x.waitStatus(ctx)
 	}
 	now := time.Now()
 	r := x.l.ReserveN(now, permits)
@@ -101,6 +135,31 @@ func (x *xrate) Wait(ctx context.Context, permits int) (Lease, error) {
 		return Lease{}, err
 	}
 	return x.lease(x.decision(true, x.l.TokensAt(time.Now())), ReasonNone), nil
+}
+
+// waitStatus is Wait(ctx, 0): it waits, reserving nothing, until the bucket
+// holds a token, behind the reservations already made.
+func (x *xrate) waitStatus(ctx context.Context) (Lease, error) {
+	for {
+		now := time.Now()
+		tokens := x.l.TokensAt(now)
+		if tokens >= 1 {
+			return x.lease(x.decision(true, tokens), ReasonNone), nil
+		}
+		delay := x.until(1, tokens)
+		if deadline, ok := ctx.Deadline(); ok && (delay < 0 || deadline.Sub(now) < delay) {
+			d := x.decision(false, tokens)
+			d.RetryAfter = delay
+			return x.lease(d, ReasonDeadline), nil
+		}
+		if delay < 0 { // a zero limit: no token comes before ctx ends
+			<-ctx.Done()
+			return Lease{}, ctx.Err()
+		}
+		if err := Sleep(ctx, SystemClock, delay); err != nil {
+			return Lease{}, err
+		}
+	}
 }
 
 // SystemClock is the real clock: time.Now and time.AfterFunc.

@@ -58,3 +58,66 @@ func TestFromRateLeases(t *testing.T) {
 		t.Errorf("after SetBurst(5), Limit = %d", g.Limit())
 	}
 }
+
+// TestFromRateInvalidCalls: a nil or done ctx is reported before anything
+// is taken, and a nil *rate.Limiter is an invalid config, not a panic.
+func TestFromRateInvalidCalls(t *testing.T) {
+	rl := rate.NewLimiter(1e-3, 2) // nothing comes back during the test
+	l := ratelimit.FromRate(rl)
+	done, cancel := context.WithCancel(bg)
+	cancel()
+	for _, call := range []struct {
+		name string
+		f    func(context.Context, int) (ratelimit.Lease, error)
+	}{{"Acquire", l.Acquire}, {"Wait", l.Wait}} {
+		if _, err := call.f(nil, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
+			t.Errorf("%s(nil ctx): %v, want ErrNilContext", call.name, err)
+		}
+		if _, err := call.f(done, 1); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s(done ctx): %v, want context.Canceled", call.name, err)
+		}
+	}
+	if g, err := l.Acquire(bg, 2); err != nil || !g.Acquired() {
+		t.Fatalf("Acquire(2) after the invalid calls: %v, %v; want the whole burst, untouched", g, err)
+	}
+	nilLimiter := ratelimit.FromRate(nil)
+	if _, err := nilLimiter.Acquire(bg, 1); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("FromRate(nil).Acquire: %v, want ErrInvalidConfig", err)
+	}
+	if _, err := nilLimiter.Wait(bg, 1); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("FromRate(nil).Wait: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestFromRateStatusCheck: permits == 0 takes nothing and asks for one
+// token: Acquire refuses with the time until it comes, Wait waits for it
+// (and refuses at once when the deadline is too close), and an infinite
+// limit grants it.
+func TestFromRateStatusCheck(t *testing.T) {
+	l := ratelimit.FromRate(rate.NewLimiter(10, 1))
+	if g, err := l.Acquire(bg, 0); err != nil || !g.Acquired() {
+		t.Fatalf("status check on a full bucket: %v, %v", g, err)
+	}
+	l.Acquire(bg, 1)
+	r, err := l.Acquire(bg, 0)
+	if d, ok := r.RetryAfter(); err != nil || r.Acquired() || !ok || d <= 0 || d > 100*time.Millisecond {
+		t.Fatalf("status check on an empty bucket: %v, %v; want refused with RetryAfter in (0, 100ms]", r, err)
+	}
+	ctx, cancel := context.WithTimeout(bg, time.Millisecond)
+	defer cancel()
+	if w, err := l.Wait(ctx, 0); err != nil || w.Reason() != ratelimit.ReasonDeadline {
+		t.Fatalf("Wait(0) with 1ms left on an empty bucket: %v, %v; want ReasonDeadline", w, err)
+	}
+	if w, err := l.Wait(bg, 0); err != nil || !w.Acquired() {
+		t.Fatalf("Wait(0): %v, %v; want granted once a token is there", w, err)
+	}
+	if g, err := l.Acquire(bg, 1); err != nil || !g.Acquired() {
+		t.Fatalf("Acquire(1) after Wait(0): %v, %v; want the token Wait(0) waited for, untaken", g, err)
+	}
+	inf := ratelimit.FromRate(rate.NewLimiter(rate.Inf, 0))
+	for _, call := range []func(context.Context, int) (ratelimit.Lease, error){inf.Acquire, inf.Wait} {
+		if g, err := call(bg, 0); err != nil || !g.Acquired() {
+			t.Fatalf("status check on rate.Inf: %v, %v; want granted", g, err)
+		}
+	}
+}

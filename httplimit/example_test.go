@@ -27,7 +27,11 @@ func ExampleMiddleware() {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
-	handler := httplimit.Middleware(perIP, httplimit.Options{Window: time.Hour})(mux)
+	limit, err := httplimit.Middleware(perIP, httplimit.Options{Window: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	handler := limit(mux)
 
 	for i := 0; i < 3; i++ {
 		w := httptest.NewRecorder()

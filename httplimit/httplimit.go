@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"math"
 	"net"
 	"net/http"
@@ -106,22 +107,39 @@ type Options struct {
 	Policy string
 	// Window is the policy's window, for RateLimit-Policy's w= (omitted when 0).
 	Window time.Duration
-	// StatusCode answers refused requests; 429 by default.
+	// StatusCode answers refused requests (with the default OnRejected);
+	// 429 by default. It must be a client or server error, in [400, 599].
 	StatusCode int
 	// OnRejected writes the response of a refused request after the headers
 	// (RateLimit, Retry-After) are set; by default a short text body.
 	OnRejected func(w http.ResponseWriter, r *http.Request, lease ratelimit.Lease)
 	// MaxWait > 0 makes requests wait in the limiter's queue for up to
-	// MaxWait (and the request's own context) instead of being refused at once.
+	// MaxWait (and the request's own context) instead of being refused at
+	// once; zero means no waiting. It must not be negative.
 	MaxWait time.Duration
 	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset (seconds).
 	LegacyHeaders bool
 }
 
-// Middleware limits requests per Key with l. A concurrency limiter's lease
-// is released when the handler returns, even if it panics. A limiter that
-// cannot decide (a closed limiter, a failing backend) answers 503.
-func Middleware(l *partitioned.Limiter[string], o Options) func(http.Handler) http.Handler {
+// Middleware returns a middleware that limits requests per Key with l. A
+// concurrency limiter's lease is released when the handler returns, even if
+// it panics. A limiter that cannot decide (a closed limiter, a failing
+// backend) answers 503.
+//
+// A nil l, a StatusCode outside [400, 599] or a negative MaxWait is an
+// error wrapping ratelimit.ErrInvalidConfig. The middleware given a nil
+// handler logs it (with the log package) and answers every request with
+// 500 Internal Server Error.
+func Middleware(l *partitioned.Limiter[string], o Options) (func(http.Handler) http.Handler, error) {
+	if l == nil {
+		return nil, fmt.Errorf("%w: httplimit: Middleware needs a limiter, got nil", ratelimit.ErrInvalidConfig)
+	}
+	if o.StatusCode != 0 && (o.StatusCode < 400 || o.StatusCode > 599) {
+		return nil, fmt.Errorf("%w: httplimit: Options.StatusCode must be in [400, 599], got %d", ratelimit.ErrInvalidConfig, o.StatusCode)
+	}
+	if o.MaxWait < 0 {
+		return nil, fmt.Errorf("%w: httplimit: Options.MaxWait must not be negative, got %v", ratelimit.ErrInvalidConfig, o.MaxWait)
+	}
 	if o.Key == nil {
 		o.Key = ClientIP()
 	}
@@ -138,6 +156,12 @@ func Middleware(l *partitioned.Limiter[string], o Options) func(http.Handler) ht
 	}
 	policy := strconv.Quote(o.Policy)
 	return func(next http.Handler) http.Handler {
+		if next == nil {
+			log.Print("httplimit: Middleware was given a nil handler; every request will get 500 Internal Server Error")
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "no handler", http.StatusInternalServerError)
+			})
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key := o.Key(r)
 			var lease ratelimit.Lease
@@ -167,7 +191,7 @@ func Middleware(l *partitioned.Limiter[string], o Options) func(http.Handler) ht
 			}
 			next.ServeHTTP(w, r)
 		})
-	}
+	}, nil
 }
 
 // ceilSeconds rounds up to whole seconds, as delay-seconds require.

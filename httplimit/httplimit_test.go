@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +53,16 @@ func perKeySeen(t testing.TB, cfg ratelimit.Config, clock ratelimit.Clock, seen 
 	return l
 }
 
+// middleware is httplimit.Middleware(l, o)(next), failing the test on an error.
+func middleware(t testing.TB, l *partitioned.Limiter[string], o httplimit.Options, next http.Handler) http.Handler {
+	t.Helper()
+	mw, err := httplimit.Middleware(l, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mw(next)
+}
+
 var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 
 func serve(h http.Handler, remote string, hdr http.Header) *httptest.ResponseRecorder {
@@ -67,8 +79,8 @@ func serve(h http.Handler, remote string, hdr http.Header) *httptest.ResponseRec
 func TestMiddlewareHeaders(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	clock.Advance(40 * time.Second) // a whole minute: the window ends in 60s
-	h := httplimit.Middleware(perKey(t, fixedwindow.Config{Limit: 3, Window: time.Minute}, clock),
-		httplimit.Options{Window: time.Minute, Policy: "per-ip", LegacyHeaders: true})(ok)
+	h := middleware(t, perKey(t, fixedwindow.Config{Limit: 3, Window: time.Minute}, clock),
+		httplimit.Options{Window: time.Minute, Policy: "per-ip", LegacyHeaders: true}, ok)
 	for i, want := range []string{`"per-ip";r=2;t=60`, `"per-ip";r=1;t=60`, `"per-ip";r=0;t=60`} {
 		w := serve(h, "192.0.2.1:1234", nil)
 		if w.Code != 200 || w.Header().Get("RateLimit") != want || w.Header().Get("RateLimit-Policy") != `"per-ip";q=3;w=60` {
@@ -91,14 +103,14 @@ func TestMiddlewareHeaders(t *testing.T) {
 func TestMiddlewareRetryAfterRoundsUp(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	var rejected ratelimit.Lease
-	h := httplimit.Middleware(perKey(t, tokenbucket.Config{Rate: 0.4, Burst: 1}, clock), httplimit.Options{
+	h := middleware(t, perKey(t, tokenbucket.Config{Rate: 0.4, Burst: 1}, clock), httplimit.Options{
 		StatusCode: 503,
 		OnRejected: func(w http.ResponseWriter, r *http.Request, l ratelimit.Lease) {
 			rejected = l
 			w.WriteHeader(503)
 			io.WriteString(w, "slow down")
 		},
-	})(ok)
+	}, ok)
 	serve(h, "10.0.0.1:1", nil)
 	w := serve(h, "10.0.0.1:1", nil)
 	if w.Code != 503 || w.Body.String() != "slow down" || w.Header().Get("Retry-After") != "3" || rejected.Acquired() {
@@ -139,7 +151,7 @@ func TestMiddlewareWaitMode(t *testing.T) {
 	clock := ratelimittest.NewClockAt(time.Now().Truncate(time.Second))
 	cfg := fixedwindow.Config{Limit: 1, Window: time.Second, Queue: ratelimit.Queue{Limit: 5}}
 	var seen sync.Map
-	h := httplimit.Middleware(perKeySeen(t, cfg, clock, &seen), httplimit.Options{MaxWait: time.Hour})(ok)
+	h := middleware(t, perKeySeen(t, cfg, clock, &seen), httplimit.Options{MaxWait: time.Hour}, ok)
 	serve(h, "1.1.1.1:1", nil)
 	done := make(chan int, 1)
 	go func() { done <- serve(h, "1.1.1.1:1", nil).Code }()
@@ -156,7 +168,7 @@ func TestMiddlewareWaitMode(t *testing.T) {
 		t.Fatalf("waiting request: %d, want 200 once the window opens", code)
 	}
 	// MaxWait shorter than the wait: refused at once with Retry-After.
-	short := httplimit.Middleware(perKey(t, cfg, clock), httplimit.Options{MaxWait: time.Millisecond})(ok)
+	short := middleware(t, perKey(t, cfg, clock), httplimit.Options{MaxWait: time.Millisecond}, ok)
 	serve(short, "1.1.1.1:1", nil)
 	if w := serve(short, "1.1.1.1:1", nil); w.Code != 429 || w.Header().Get("Retry-After") != "1" {
 		t.Fatalf("short MaxWait: %d %v", w.Code, w.Header())
@@ -166,7 +178,7 @@ func TestMiddlewareWaitMode(t *testing.T) {
 func TestMiddlewareReleasesOnPanic(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	l := perKey(t, concurrency.Config{Limit: 1}, clock)
-	h := httplimit.Middleware(l, httplimit.Options{})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	h := middleware(t, l, httplimit.Options{}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic("handler bug")
 	}))
 	for i := 0; i < 3; i++ {
@@ -345,7 +357,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		h    http.Handler
-	}{{"bare", bare}, {"middleware", httplimit.Middleware(l, httplimit.Options{Window: time.Second})(bare)}} {
+	}{{"bare", bare}, {"middleware", middleware(b, l, httplimit.Options{Window: time.Second}, bare)}} {
 		b.Run(c.name, func(b *testing.B) {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.RemoteAddr = "192.0.2.1:1234"
@@ -355,5 +367,97 @@ func BenchmarkMiddleware(b *testing.B) {
 				c.h.ServeHTTP(w, r)
 			}
 		})
+	}
+}
+
+// TestMiddlewareInvalid: a nil limiter and out-of-range options are errors
+// at construction, and a nil handler answers 500 (logged) instead of
+// panicking.
+func TestMiddlewareInvalid(t *testing.T) {
+	l := perKey(t, fixedwindow.Config{Limit: 1, Window: time.Hour}, ratelimittest.NewClock())
+	for _, c := range []struct {
+		name string
+		l    *partitioned.Limiter[string]
+		o    httplimit.Options
+	}{
+		{"nil limiter", nil, httplimit.Options{}},
+		{"StatusCode 99", l, httplimit.Options{StatusCode: 99}},
+		{"StatusCode 200", l, httplimit.Options{StatusCode: 200}},
+		{"StatusCode 1000", l, httplimit.Options{StatusCode: 1000}},
+		{"negative MaxWait", l, httplimit.Options{MaxWait: -time.Second}},
+	} {
+		if mw, err := httplimit.Middleware(c.l, c.o); !errors.Is(err, ratelimit.ErrInvalidConfig) || mw != nil {
+			t.Errorf("%s: %v, want ErrInvalidConfig and no middleware", c.name, err)
+		}
+	}
+	var logged strings.Builder
+	log.SetOutput(&logged)
+	defer log.SetOutput(os.Stderr)
+	mw, err := httplimit.Middleware(l, httplimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(nil)
+	if w := serve(h, "192.0.2.1:1", nil); w.Code != http.StatusInternalServerError {
+		t.Fatalf("nil handler: %d, want 500", w.Code)
+	}
+	if !strings.Contains(logged.String(), "nil handler") {
+		t.Fatalf("nil handler: logged %q, want it said", logged.String())
+	}
+}
+
+// roundTripFunc is an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestTransportInvalid: a Transport without a limiter, a nil Transport, a
+// request without a URL, and a Base that breaks the RoundTripper contract
+// give errors, not panics; the request's body is closed and the permit
+// given back.
+func TestTransportInvalid(t *testing.T) {
+	for _, tr := range []*httplimit.Transport{{}, nil} {
+		body := &trackingBody{Reader: strings.NewReader("payload")}
+		req, _ := http.NewRequest("POST", "http://example.invalid/", body)
+		if _, err := tr.RoundTrip(req); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("Transport %v without a limiter: %v, want ErrInvalidConfig", tr, err)
+		}
+		if !body.closed || body.read {
+			t.Errorf("without a limiter: body closed %v, read %v; want closed unread", body.closed, body.read)
+		}
+	}
+	if _, err := (&httplimit.Transport{}).RoundTrip(&http.Request{}); err == nil {
+		t.Error("a request without a URL: no error")
+	}
+
+	var calls atomic.Int32
+	var answer bool // a response without a Body; else nil, nil
+	tr := &httplimit.Transport{
+		Limiter:  perKey(t, concurrency.Config{Limit: 1}, ratelimit.SystemClock),
+		FailFast: true,
+		Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			calls.Add(1)
+			if !answer {
+				return nil, nil
+			}
+			return &http.Response{StatusCode: 200, Header: http.Header{}}, nil
+		}),
+	}
+	for i := 0; i < 2; i++ { // nil, nil: an error, and the permit back
+		if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://upstream/", nil)); err == nil || resp != nil {
+			t.Fatalf("Base returning nil, nil: %v, %v; want an error", resp, err)
+		}
+	}
+	answer = true
+	resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://upstream/", nil))
+	if err != nil || resp.Body == nil {
+		t.Fatalf("Base returning no Body: %v, %v; want a response with a body", resp, err)
+	}
+	resp.Body.Close()
+	if _, err := tr.RoundTrip(httptest.NewRequest("GET", "http://upstream/", nil)); err != nil {
+		t.Fatalf("after closing the empty body: %v, want the permit back", err)
+	}
+	if calls.Load() != 4 {
+		t.Fatalf("Base called %d times, want 4", calls.Load())
 	}
 }

@@ -46,10 +46,14 @@ func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimit
 //
 // A concurrency limiter's permit is held until the response body is closed
 // (or the round trip fails): never longer and never shorter.
+//
+// A Transport without a Limiter (or a nil *Transport) sends nothing:
+// RoundTrip returns an error wrapping ratelimit.ErrInvalidConfig.
 type Transport struct {
 	// Base sends the requests; http.DefaultTransport when nil.
 	Base http.RoundTripper
-	// Limiter holds one limit per partition. Required.
+	// Limiter holds one limit per partition. Required: RoundTrip fails
+	// without it.
 	Limiter *partitioned.Limiter[string]
 	// Key maps a request to its partition; the request's host by default.
 	Key KeyFunc
@@ -71,8 +75,19 @@ func (t *Transport) now() time.Time {
 	return time.Now()
 }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper. Like every RoundTripper it closes
+// the request's body, also on errors. A nil request or URL, or a Base that
+// returns neither a response nor an error, is an error, as in net/http; a
+// response that Base returns without a Body gets http.NoBody.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req == nil || req.URL == nil {
+		closeBody(req)
+		return nil, errors.New("httplimit: nil Request or Request.URL")
+	}
+	if t == nil || t.Limiter == nil {
+		closeBody(req)
+		return nil, fmt.Errorf("%w: httplimit: Transport.Limiter is nil", ratelimit.ErrInvalidConfig)
+	}
 	key := req.URL.Host
 	if t.Key != nil {
 		key = t.Key(req)
@@ -108,6 +123,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		lease.Release()
 		return nil, err
+	}
+	if resp == nil {
+		lease.Release()
+		return nil, fmt.Errorf("httplimit: the Base RoundTripper (%T) returned a nil *Response with a nil error", base)
+	}
+	if resp.Body == nil {
+		resp.Body = http.NoBody
 	}
 	t.learn(key, resp)
 	resp.Body = &releasingBody{ReadCloser: resp.Body, lease: lease}
@@ -147,7 +169,7 @@ func (t *Transport) refuse(req *http.Request, key string, d time.Duration, reaso
 }
 
 func closeBody(req *http.Request) {
-	if req.Body != nil {
+	if req != nil && req.Body != nil {
 		req.Body.Close()
 	}
 }

@@ -15,6 +15,16 @@
 // One sweeper (a timer re-armed after each sweep, never one per key) does
 // the eviction. The partitions may be memory limiters or redis handles
 // (the state then lives in Redis; the handle is all that is evicted).
+//
+// The partitioned limiter owns the limiters Config.New returns: it closes
+// each (when it implements io.Closer) once the partition is evicted, when
+// the limiter is discarded unused, and on Close. Close returns their Close
+// errors; Config.OnCloseError receives the others.
+//
+// It relies on one capability of its partitions' limiters: IdleFor()
+// (time.Duration, bool), as memory limiters have it. A partition whose
+// limiter lacks it is never idle, so it is never evicted, by the sweeper or
+// to make room.
 package partitioned
 
 import (
@@ -25,6 +35,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +49,9 @@ type Config[R any] struct {
 	Key func(R) string
 	// New creates the limiter of a partition; it sees the key, so it may
 	// choose a config per key (or return NoLimit for exempt ones). It runs
-	// outside every lock. Required.
+	// outside every lock. Required. An error, or a nil limiter, creates no
+	// partition: the call gets an error wrapping ErrNoPartition (and the
+	// factory's error, or ratelimit.ErrInvalidConfig for a nil limiter).
 	New func(key string) (ratelimit.Limiter, error)
 	// IdleTimeout is how long a partition must have been idle to be evicted
 	// by the sweeper. Zero means one minute.
@@ -51,6 +64,14 @@ type Config[R any] struct {
 	Overflow ratelimit.Limiter
 	// Clock drives the sweeper; nil means the system clock.
 	Clock ratelimit.Clock
+	// OnCloseError, if set, receives the error of closing the limiter of
+	// key when the partition was evicted (by the sweeper, or to make room
+	// for a new key) or when its limiter was discarded unused (a call that
+	// lost the race to create key's partition, or found MaxPartitions
+	// busy). It is called outside every lock of the partitioned limiter,
+	// from the sweeper's goroutine or the caller's, possibly from several
+	// at once. When nil these errors are dropped. Close returns its own.
+	OnCloseError func(key string, err error)
 }
 
 // Stats counts partitions.
@@ -61,7 +82,9 @@ type Stats struct {
 	Refused int64 // requests refused because MaxPartitions were busy
 }
 
-// ErrNoPartition wraps a factory error, so that errors.Is finds the cause.
+// ErrNoPartition is wrapped by the error of a call whose partition Config.New
+// could not create: it failed (its error is wrapped too, so that errors.Is
+// finds the cause) or returned a nil limiter. The error names the key.
 var ErrNoPartition = errors.New("partitioned: cannot create partition")
 
 // The leases of refusals for want of a partition (capacity 0) and of NoLimit
@@ -93,6 +116,9 @@ type idler interface {
 func New[R any](cfg Config[R]) (*Limiter[R], error) {
 	if cfg.Key == nil || cfg.New == nil {
 		return nil, fmt.Errorf("%w: partitioned: Key and New are required", ratelimit.ErrInvalidConfig)
+	}
+	if cfg.Overflow != nil && isNil(cfg.Overflow) {
+		return nil, fmt.Errorf("%w: partitioned: Overflow is a nil %T", ratelimit.ErrInvalidConfig, cfg.Overflow)
 	}
 	if cfg.IdleTimeout < 0 || cfg.MaxPartitions < 0 || cfg.MaxPartitions > maxPartitions {
 		return nil, fmt.Errorf("%w: partitioned: IdleTimeout %v must not be negative, MaxPartitions %d must be in [0, %d]", ratelimit.ErrInvalidConfig, cfg.IdleTimeout, cfg.MaxPartitions, maxPartitions)
@@ -127,8 +153,40 @@ func (l *Limiter[R]) hash(key string) (*shard, uint32) {
 	return &l.shards[h>>58], uint32(h) // shards = 64: the top 6 bits
 }
 
-// Acquire takes permits from resource's partition now, or refuses.
+// isNil reports whether lim holds a nil pointer, func, map, slice or
+// channel, whose methods would panic.
+func isNil(lim ratelimit.Limiter) bool {
+	switch v := reflect.ValueOf(lim); v.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}
+
+// check reports what makes a call invalid before any partition is looked
+// up or created: a Limiter not made by New (ratelimit.ErrInvalidConfig),
+// negative permits (ratelimit.ErrInvalidPermits), a nil ctx
+// (ratelimit.ErrNilContext) or a done one (ctx.Err()). Permits over the
+// partition's capacity are its limiter's to report.
+func (l *Limiter[R]) check(ctx context.Context, permits int) error {
+	if l == nil || l.cfg.New == nil {
+		return fmt.Errorf("%w: partitioned: a Limiter must be made by New", ratelimit.ErrInvalidConfig)
+	}
+	if permits < 0 {
+		return ratelimit.CheckPermits(permits, math.MaxInt64)
+	}
+	return ratelimit.CheckContext(ctx)
+}
+
+// Acquire takes permits from resource's partition now, or refuses. An
+// invalid call (see Wait) is reported before any partition is looked up
+// or created.
 func (l *Limiter[R]) Acquire(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
+	if err := l.check(ctx, permits); err != nil {
+		return ratelimit.Lease{}, err
+	}
 	lim, p, lease, err := l.get(resource)
 	if lim == nil {
 		return lease, err
@@ -138,7 +196,14 @@ func (l *Limiter[R]) Acquire(ctx context.Context, resource R, permits int) (rate
 }
 
 // Wait takes permits from resource's partition, waiting until ctx is done.
+// Negative permits (ratelimit.ErrInvalidPermits), a nil ctx
+// (ratelimit.ErrNilContext), a done one (ctx.Err()) and a Limiter not made
+// by New (ratelimit.ErrInvalidConfig) are reported before any partition is
+// looked up or created; then a closed Limiter returns ratelimit.ErrClosed.
 func (l *Limiter[R]) Wait(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
+	if err := l.check(ctx, permits); err != nil {
+		return ratelimit.Lease{}, err
+	}
 	lim, p, lease, err := l.get(resource)
 	if lim == nil {
 		return lease, err
@@ -187,26 +252,37 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrNoPartition, key, err)
 	}
+	if isNil(lim) {
+		return nil, fmt.Errorf("%w %q: %w: Config.New returned a nil limiter (%T) and no error", ErrNoPartition, key, ratelimit.ErrInvalidConfig, lim)
+	}
+	var closed []closeError // of partitions evicted to make room, reported once unlocked
 	s.mu.Lock()
 	if l.closed.Load() {
 		s.mu.Unlock()
-		closeLimiter(lim)
+		l.discard(key, lim, nil)
 		return nil, ratelimit.ErrClosed
 	}
 	i, p := s.find(&l.store, key, h)
 	if p != nil { // another call created it
 		p.inflight.Add(1)
 		s.mu.Unlock()
-		closeLimiter(lim)
+		l.discard(key, lim, nil)
 		return p, nil
 	}
-	// Counting the new partition first keeps MaxPartitions exact while
-	// other shards create theirs.
-	for l.live.Add(1) > int64(l.cfg.MaxPartitions) {
-		l.live.Add(-1)
-		if !l.makeRoom(s) {
+	// The new partition is counted only while live is below the bound, so
+	// Stats never reads more than MaxPartitions, and the bound stays exact
+	// while other shards create theirs.
+	for {
+		n := l.live.Load()
+		if n < int64(l.cfg.MaxPartitions) {
+			if l.live.CompareAndSwap(n, n+1) {
+				break
+			}
+			continue
+		}
+		if !l.makeRoom(s, &closed) {
 			s.mu.Unlock()
-			closeLimiter(lim)
+			l.discard(key, lim, closed)
 			return nil, nil
 		}
 		i, _ = s.find(&l.store, key, h) // eviction moves slots
@@ -218,15 +294,41 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 	s.insert(i, h, id)
 	l.stats.created.Add(1)
 	s.mu.Unlock()
+	l.report(closed)
 	return p, nil
+}
+
+// closeError is the error of closing the limiter of a partition's key.
+type closeError struct {
+	key string
+	err error
+}
+
+// discard closes lim, key's limiter that no partition holds, and reports
+// its error with the errors of closed.
+func (l *Limiter[R]) discard(key string, lim ratelimit.Limiter, closed []closeError) {
+	if err := closeLimiter(lim); err != nil {
+		closed = append(closed, closeError{key, err})
+	}
+	l.report(closed)
+}
+
+// report hands the errors of closing evicted or discarded limiters to
+// Config.OnCloseError. It must be called with no lock held.
+func (l *Limiter[R]) report(closed []closeError) {
+	if f := l.cfg.OnCloseError; f != nil {
+		for _, c := range closed {
+			f(c.key, c.err)
+		}
+	}
 }
 
 // makeRoom evicts one idle partition to make room for a new one in s: one
 // of s's, or else one of another shard whose lock is free (waiting for it
 // while holding s's could deadlock with a call doing the same the other way).
-// Requires s.mu.
-func (l *Limiter[R]) makeRoom(s *shard) bool {
-	if l.evictOne(s) {
+// The error of closing the evicted limiter is added to closed. Requires s.mu.
+func (l *Limiter[R]) makeRoom(s *shard, closed *[]closeError) bool {
+	if l.evictOne(s, closed) {
 		return true
 	}
 	start := rand.IntN(shards)
@@ -235,7 +337,7 @@ func (l *Limiter[R]) makeRoom(s *shard) bool {
 		if o == s || !o.mu.TryLock() {
 			continue
 		}
-		ok := l.evictOne(o)
+		ok := l.evictOne(o, closed)
 		o.mu.Unlock()
 		if ok {
 			return true
@@ -245,8 +347,9 @@ func (l *Limiter[R]) makeRoom(s *shard) bool {
 }
 
 // evictOne evicts one idle partition of s, looking at a few at most from a
-// random slot on. Requires s.mu.
-func (l *Limiter[R]) evictOne(s *shard) bool {
+// random slot on, adding the error of closing its limiter to closed.
+// Requires s.mu.
+func (l *Limiter[R]) evictOne(s *shard, closed *[]closeError) bool {
 	mask := len(s.slots) - 1
 	seen, start := 0, rand.IntN(len(s.slots))
 	for k := range s.slots {
@@ -255,7 +358,7 @@ func (l *Limiter[R]) evictOne(s *shard) bool {
 			continue
 		}
 		if _, idle := l.idle(s, i); idle {
-			l.evict(s, i)
+			l.evict(s, i, closed)
 			return true
 		}
 		if seen++; seen == 8 {
@@ -280,26 +383,34 @@ func (l *Limiter[R]) idle(s *shard, i int) (time.Duration, bool) {
 	return il.IdleFor()
 }
 
-// evict removes the partition in slot i and frees its place. Requires s.mu.
-func (l *Limiter[R]) evict(s *shard, i int) {
+// evict removes the partition in slot i, closes its limiter and frees its
+// place; the error of closing is added to closed. Requires s.mu.
+func (l *Limiter[R]) evict(s *shard, i int, closed *[]closeError) {
 	id := uint32(s.slots[i]) - 1
 	s.remove(i)
 	l.live.Add(-1)
 	l.stats.evicted.Add(1)
 	p := l.store.at(id)
-	closeLimiter(p.limiter)
+	if err := closeLimiter(p.limiter); err != nil {
+		*closed = append(*closed, closeError{p.key, err})
+	}
 	p.key, p.limiter = "", nil
 	l.store.release(id)
 }
 
-func closeLimiter(lim ratelimit.Limiter) {
+// closeLimiter closes lim if it is an io.Closer.
+func closeLimiter(lim ratelimit.Limiter) error {
 	if c, ok := lim.(io.Closer); ok {
-		c.Close()
+		return c.Close()
 	}
+	return nil
 }
 
 // sweep evicts every partition idle for IdleTimeout, then re-arms itself.
+// The errors of closing the evicted limiters go to Config.OnCloseError,
+// shard by shard, once the shard's lock is released.
 func (l *Limiter[R]) sweep() {
+	var closed []closeError
 	for i := range l.shards {
 		if l.closed.Load() {
 			return
@@ -312,10 +423,12 @@ func (l *Limiter[R]) sweep() {
 				if d, idle := l.idle(s, j); !idle || d < l.cfg.IdleTimeout {
 					break
 				}
-				l.evict(s, j)
+				l.evict(s, j, &closed)
 			}
 		}
 		s.mu.Unlock()
+		l.report(closed)
+		closed = closed[:0]
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -324,27 +437,43 @@ func (l *Limiter[R]) sweep() {
 	}
 }
 
-// Stats returns the partition counters.
+// Stats returns the partition counters; Live never exceeds MaxPartitions.
+// A nil Limiter has none.
 func (l *Limiter[R]) Stats() Stats {
+	if l == nil {
+		return Stats{}
+	}
 	return Stats{Live: l.live.Load(), Created: l.stats.created.Load(), Evicted: l.stats.evicted.Load(), Refused: l.stats.refused.Load()}
 }
 
-// Close stops the sweeper and closes every partition (their queued waiters
-// are refused); later calls return ratelimit.ErrClosed. Safe to call twice.
+// Close stops the sweeper and closes every partition's limiter (their
+// queued waiters are refused); later calls return ratelimit.ErrClosed. It
+// returns the errors of closing the limiters, joined (errors.Join), each
+// naming its key. Safe to call twice: the second call returns nil. Close
+// of a nil Limiter returns nil.
 func (l *Limiter[R]) Close() error {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	if l.closed.Swap(true) {
 		l.mu.Unlock()
 		return nil
 	}
-	l.timer.Stop()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
 	l.mu.Unlock()
+	var errs []error
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
 		for j, v := range s.slots {
 			if v != 0 { // the record stays: calls in flight read its limiter
-				closeLimiter(l.store.at(uint32(v) - 1).limiter)
+				p := l.store.at(uint32(v) - 1)
+				if err := closeLimiter(p.limiter); err != nil {
+					errs = append(errs, fmt.Errorf("partitioned: closing the limiter of %q: %w", p.key, err))
+				}
 				s.slots[j] = 0
 			}
 		}
@@ -352,7 +481,7 @@ func (l *Limiter[R]) Close() error {
 		s.mu.Unlock()
 	}
 	l.live.Store(0)
-	return nil
+	return errors.Join(errs...)
 }
 
 // For returns the plain ratelimit.Limiter of one resource, for Chain or for
@@ -374,14 +503,19 @@ func (b bound[R]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 
 // NoLimit returns a limiter that grants everything, for resources that must
 // never be limited (return it from Config.New for their keys). It is always
-// idle, so such partitions cost nothing once unused.
+// idle, so such partitions cost nothing once unused. Like every limiter it
+// returns ratelimit.ErrInvalidPermits for negative permits,
+// ratelimit.ErrNilContext for a nil ctx and ctx.Err() for a done one.
 func NoLimit() ratelimit.Limiter { return noLimit{} }
 
 type noLimit struct{}
 
-func (noLimit) Acquire(_ context.Context, permits int) (ratelimit.Lease, error) {
+func (noLimit) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	if permits < 0 {
 		return ratelimit.Lease{}, ratelimit.CheckPermits(permits, 0)
+	}
+	if err := ratelimit.CheckContext(ctx); err != nil {
+		return ratelimit.Lease{}, err
 	}
 	return unlimited.Lease(ratelimit.Decision{Granted: true, Remaining: -1, RetryAfter: -1}, ratelimit.ReasonNone), nil
 }

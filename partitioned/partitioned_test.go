@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -537,5 +538,203 @@ func BenchmarkCreatePartitionChurn(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		p.Acquire(bg, keys[i], 1) // refilled within a microsecond: idle, so evictable for the next key
+	}
+}
+
+// TestLiveNeverExceedsMax: under a flood of new keys at the bound, where
+// every creation evicts an idle partition, Stats never reads more than
+// MaxPartitions live, not even for a moment.
+func TestLiveNeverExceedsMax(t *testing.T) {
+	f, _ := memory.NewFactory(tokenbucket.Config{Rate: 1e9, Burst: 10}) // full again within a microsecond: idle
+	const max = 4
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, MaxPartitions: max, New: f.ForKey})
+	stop := make(chan struct{})
+	var worst atomic.Int64
+	var watching sync.WaitGroup
+	watching.Add(1)
+	go func() {
+		defer watching.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if n := p.Stats().Live; n > worst.Load() {
+				worst.Store(n)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 20_000 && worst.Load() <= max; i++ {
+				if _, err := p.Acquire(bg, fmt.Sprint(g, "-", i), 1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(stop)
+	watching.Wait()
+	if w := worst.Load(); w > max {
+		t.Fatalf("Stats().Live read %d, over MaxPartitions %d (%+v)", w, max, p.Stats())
+	}
+	if s := p.Stats(); s.Evicted < 1000 {
+		t.Fatalf("%+v: want many evictions at the bound (the test must exercise them)", s)
+	}
+}
+
+// TestInvalidCallsTouchNoPartition: negative permits and a nil or done ctx
+// are reported as such before any partition is looked up or created, also
+// at the bound, where a valid call for a new key would be refused.
+func TestInvalidCallsTouchNoPartition(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(concurrency.Config{Limit: 1}, clock), MaxPartitions: 2, Clock: clock})
+	p.Acquire(bg, "a", 1) // held: "a" stays busy
+	done, cancel := context.WithCancel(bg)
+	cancel()
+	for _, call := range []struct {
+		name string
+		f    func(context.Context, string, int) (ratelimit.Lease, error)
+	}{{"Acquire", p.Acquire}, {"Wait", p.Wait}} {
+		for _, key := range []string{"a", "new"} { // an existing partition, and room for one more
+			if _, err := call.f(bg, key, -1); !errors.Is(err, ratelimit.ErrInvalidPermits) {
+				t.Errorf("%s(%q, -1): %v, want ErrInvalidPermits", call.name, key, err)
+			}
+			if _, err := call.f(nil, key, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
+				t.Errorf("%s(nil ctx, %q): %v, want ErrNilContext", call.name, key, err)
+			}
+			if _, err := call.f(done, key, 1); !errors.Is(err, context.Canceled) {
+				t.Errorf("%s(done ctx, %q): %v, want context.Canceled", call.name, key, err)
+			}
+		}
+	}
+	if s := p.Stats(); s.Created != 1 || s.Live != 1 {
+		t.Fatalf("%+v: the invalid calls created partitions", s)
+	}
+	p.Acquire(bg, "b", 1) // at the bound, every partition busy
+	for _, call := range []func(context.Context, string, int) (ratelimit.Lease, error){p.Acquire, p.Wait} {
+		if l, err := call(bg, "new", -1); !errors.Is(err, ratelimit.ErrInvalidPermits) {
+			t.Errorf("at the bound, (new, -1): %v, %v; want ErrInvalidPermits", l, err)
+		}
+		if l, err := call(nil, "new", 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
+			t.Errorf("at the bound, nil ctx: %v, %v; want ErrNilContext", l, err)
+		}
+	}
+	if s := p.Stats(); s.Refused != 0 || s.Live != 2 {
+		t.Fatalf("%+v: invalid calls were counted as refusals", s)
+	}
+}
+
+// failingClose is a memory limiter whose Close also returns err.
+type failingClose struct {
+	memory.Limiter
+	err error
+}
+
+func (f failingClose) Close() error {
+	f.Limiter.Close()
+	return f.err
+}
+
+// TestCloseErrors: Close returns the partitions' Close errors, joined and
+// naming their keys; the errors of limiters closed on eviction (by the
+// sweeper or to make room) or discarded unused go to OnCloseError.
+func TestCloseErrors(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	boom := errors.New("boom")
+	var mu sync.Mutex
+	reported := map[string]error{}
+	newFailing := func(key string) (ratelimit.Limiter, error) {
+		l, err := memory.New(fixedwindow.Config{Limit: 1, Window: time.Second}, memory.WithClock(clock))
+		return failingClose{l, fmt.Errorf("%s: %w", key, boom)}, err
+	}
+	p, err := partitioned.New(partitioned.Config[string]{Key: identity, New: newFailing, MaxPartitions: 2, IdleTimeout: time.Minute, Clock: clock,
+		OnCloseError: func(key string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			reported[key] = err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Acquire(bg, "a", 1)
+	p.Acquire(bg, "b", 1)
+	p.Acquire(bg, "refused", 1) // at the bound, both busy: its limiter is discarded
+	clock.Advance(2 * time.Second)
+	p.Acquire(bg, "c", 1) // evicts a or b to make room
+	clock.Advance(2 * time.Minute)
+	if s := p.Stats(); s.Evicted != 3 || s.Live != 0 {
+		t.Fatalf("%+v, want every partition evicted", s)
+	}
+	p.Acquire(bg, "d", 1)
+	mu.Lock()
+	if len(reported) != 4 || !errors.Is(reported["refused"], boom) || !errors.Is(reported["c"], boom) {
+		t.Errorf("OnCloseError got %v; want the errors of refused, a, b and c", reported)
+	}
+	mu.Unlock()
+	err = p.Close()
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), `"d"`) {
+		t.Fatalf("Close: %v, want d's error, naming d", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// TestFactoryNilLimiter: a factory returning (nil, nil) is an error naming
+// the key, and creates no partition.
+func TestFactoryNilLimiter(t *testing.T) {
+	var typedNil *failingClose
+	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: func(key string) (ratelimit.Limiter, error) {
+		if key == "typed" {
+			return typedNil, nil
+		}
+		return nil, nil
+	}})
+	for _, key := range []string{"k", "typed"} {
+		for _, call := range []func(context.Context, string, int) (ratelimit.Lease, error){p.Acquire, p.Wait} {
+			_, err := call(bg, key, 1)
+			if !errors.Is(err, partitioned.ErrNoPartition) || !errors.Is(err, ratelimit.ErrInvalidConfig) || !strings.Contains(err.Error(), fmt.Sprintf("%q", key)) {
+				t.Fatalf("factory returning a nil limiter for %q: %v; want ErrNoPartition and ErrInvalidConfig, naming the key", key, err)
+			}
+		}
+	}
+	if s := p.Stats(); s.Created != 0 || s.Live != 0 {
+		t.Fatalf("%+v, want no partition", s)
+	}
+}
+
+// TestZeroAndNilLimiter: a Limiter not made by New answers
+// ErrInvalidConfig instead of panicking; Stats and Close of a nil one are
+// empty; a typed nil Overflow is refused by New; NoLimit checks its ctx.
+func TestZeroAndNilLimiter(t *testing.T) {
+	var zero partitioned.Limiter[string]
+	var nilLimiter *partitioned.Limiter[string]
+	for _, l := range []*partitioned.Limiter[string]{&zero, nilLimiter} {
+		if _, err := l.Acquire(bg, "k", 1); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("Acquire: %v, want ErrInvalidConfig", err)
+		}
+		if _, err := l.For("k").Wait(bg, 1); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("Wait: %v, want ErrInvalidConfig", err)
+		}
+		if s := l.Stats(); s != (partitioned.Stats{}) {
+			t.Errorf("Stats: %+v", s)
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+	var overflow *failingClose
+	if _, err := partitioned.New(partitioned.Config[string]{Key: identity, New: func(string) (ratelimit.Limiter, error) { return partitioned.NoLimit(), nil }, Overflow: overflow}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("New with a typed nil Overflow: %v, want ErrInvalidConfig", err)
+	}
+	if _, err := partitioned.NoLimit().Acquire(nil, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
+		t.Errorf("NoLimit with a nil ctx: %v, want ErrNilContext", err)
 	}
 }
