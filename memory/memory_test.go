@@ -16,8 +16,16 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// clockOpt is the options of a limiter on clock, none for the real clock.
+func clockOpt(clock *ratelimittest.Clock) []memory.Option {
+	if clock == nil {
+		return nil
+	}
+	return []memory.Option{memory.WithClock(clock)}
+}
+
 func factory(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock) ratelimit.Limiter {
-	l, err := memory.New(cfg, memory.WithClock(clock))
+	l, err := memory.New(cfg, clockOpt(clock)...)
 	if err != nil {
 		t.Fatalf("memory.New(%#v): %v", cfg, err)
 	}
@@ -28,7 +36,7 @@ func factory(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock) rat
 // fromFactory makes the limiter under test with a Factory, after a sibling
 // that takes all its permits: limiters of one factory share no state.
 func fromFactory(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock) ratelimit.Limiter {
-	f, err := memory.NewFactory(cfg, memory.WithClock(clock))
+	f, err := memory.NewFactory(cfg, clockOpt(clock)...)
 	if err != nil {
 		t.Fatalf("memory.NewFactory(%#v): %v", cfg, err)
 	}
@@ -44,6 +52,11 @@ func fromFactory(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock)
 func TestConformance(t *testing.T) {
 	t.Run("New", func(t *testing.T) { ratelimittest.Run(t, factory) })
 	t.Run("Factory", func(t *testing.T) { ratelimittest.Run(t, fromFactory) })
+}
+
+func TestRealClock(t *testing.T) {
+	t.Run("New", func(t *testing.T) { ratelimittest.RunRealClock(t, factory) })
+	t.Run("Factory", func(t *testing.T) { ratelimittest.RunRealClock(t, fromFactory) })
 }
 
 func TestQueueConformance(t *testing.T) {

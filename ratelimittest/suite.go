@@ -29,8 +29,9 @@ import (
 	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
-// Factory builds the limiter under test for cfg, reading time from clock. It
-// registers any cleanup (such as Close) with t.
+// Factory builds the limiter under test for cfg, reading time from clock,
+// or from the real clock when clock is nil (RunRealClock). It registers any
+// cleanup (such as Close) with t.
 type Factory func(t testing.TB, cfg ratelimit.Config, clock *Clock) ratelimit.Limiter
 
 // Grant is one granted request, for the bound checks.
