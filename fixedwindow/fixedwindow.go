@@ -105,6 +105,11 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	return cur, d
 }
 
+// Made is the instant a decision read at now, which left s, was made at:
+// now, or the start of the state's window, where an older instant counts.
+// A grant's refund takes it as at.
+func (m *Model) Made(s State, now int64) int64 { return max(now, s.Start) }
+
 // Refund takes back permits granted at instant at, as if they had not been
 // granted, while the window they were counted in is the state's.
 func (m *Model) Refund(s State, now, at, permits int64) State {

@@ -157,6 +157,9 @@ type reserver[S any] interface {
 // (the rate algorithms): a cancelled reservation's, or a rolled back grant.
 type refunder[S any] interface {
 	Refund(s S, now, at, permits int64) S
+	// Made is the instant a decision read at now, which left s, was made
+	// at: the token of a grant's lease.
+	Made(s S, now int64) int64
 }
 
 // cloner is a model whose states share memory (a ring behind a pointer),
@@ -564,7 +567,16 @@ func (l *limiter[S, T, M]) lease(d ratelimit.Decision, now, p int64) ratelimit.L
 		h := l.handle(p)
 		return h.info.Lease(d, h.gen)
 	}
-	return l.k.leases[ratelimit.ReasonNone].Lease(d, uint64(now))
+	return l.k.leases[ratelimit.ReasonNone].Lease(d, uint64(l.made(now)))
+}
+
+// made is the instant the decision just made at now was made at, which a
+// grant's lease carries for Refund. Requires l.mu.
+func (l *limiter[S, T, M]) made(now int64) int64 {
+	if l.k.refunder == nil {
+		return now
+	}
+	return l.k.refunder.Made(l.state, now)
 }
 
 // refuse counts a refusal of p permits (a status check, p == 0, is not
@@ -611,7 +623,7 @@ func (l *limiter[S, T, M]) serve(now int64) {
 			if w.permits > 0 { // the reservation took its tokens; count it
 				l.granted++
 				l.remove(w, now)
-				l.answer(w, l.k.leases[ratelimit.ReasonNone].Lease(d, uint64(now)))
+				l.answer(w, l.k.leases[ratelimit.ReasonNone].Lease(d, uint64(l.made(now))))
 				continue
 			}
 		} else {

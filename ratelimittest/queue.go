@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand"
 	"testing"
 	"time"
 
@@ -45,6 +46,7 @@ func RunQueue(t *testing.T, f Factory, opts ...Option) {
 			run("Idle", testIdle)
 			run("Stats", testStats)
 			run("LargeValues", testLarge)
+			run("RandomInterleavings", testInterleavings)
 		})
 	}
 }
@@ -469,4 +471,125 @@ func testLarge(t *testing.T, s *suite, a Algorithm) {
 	}
 	e.l.Close()
 	p.wantRefused(ratelimit.ReasonClosed)
+}
+
+// testInterleavings runs random sequences of Acquire, Wait (some with a
+// deadline), cancels, releases and clock advances, and checks after every
+// step: waiters of an OldestFirst queue (and every token bucket
+// reservation) are granted in arrival order; an Acquire refused while
+// nothing was served changes nothing; a Wait accepted with a deadline is
+// granted by it (time stops at every deadline, so "by" is exact), and one
+// refused for its deadline could not have been. (The bounds are checked by
+// testBound and RunRealClock, where each grant's instant is known.)
+func testInterleavings(t *testing.T, s *suite, a Algorithm) {
+	rng := rand.New(rand.NewSource(7))
+	for trial := 0; trial < 6; trial++ {
+		order := ratelimit.OldestFirst
+		if trial%3 == 2 {
+			order = ratelimit.NewestFirst
+		}
+		const limit = 4
+		e := newEnv(t, s, a, limit, ratelimit.Queue{Limit: 6, Order: order})
+		type waiting struct {
+			p        *pending
+			cancel   context.CancelFunc
+			deadline time.Time // zero: none
+			seq      int
+		}
+		var queue []*waiting
+		// A NewestFirst queue of a window serves the newest waiter first, so
+		// a deadline is checked on arrival only; reservations keep theirs.
+		keepsDeadline := order == ratelimit.OldestFirst || a.Reserves
+		inOrder := order == ratelimit.OldestFirst || a.Reserves
+		// settle collects the answers of waiters answered so far, and
+		// checks that none was served while an earlier one still waits.
+		settle := func() {
+			var grantedSeqs []int
+			kept := queue[:0]
+			for _, w := range queue {
+				due := !w.deadline.IsZero() && !e.clock.Now().Before(w.deadline)
+				if !w.p.answered() && !(due && w.p.answeredSoon()) {
+					if keepsDeadline && due {
+						t.Fatalf("trial %d: waiter %d not served by its deadline", trial, w.seq)
+					}
+					kept = append(kept, w)
+					continue
+				}
+				if lease, err := w.p.result(); err == nil && lease.Acquired() {
+					grantedSeqs = append(grantedSeqs, w.seq)
+					e.held = append(e.held, lease)
+				}
+				w.cancel()
+			}
+			queue = kept
+			for _, g := range grantedSeqs {
+				for _, w := range queue {
+					if inOrder && w.seq < g && !w.p.answeredSoon() {
+						t.Fatalf("trial %d: waiter %d served while the earlier waiter %d waits", trial, g, w.seq)
+					}
+				}
+			}
+		}
+		for step, seq := 0, 0; step < 60; step++ {
+			switch op := rng.Intn(10); {
+			case op < 3: // Acquire
+				p := 1 + rng.Intn(limit)
+				before := e.l.Stats()
+				lease := mustAcquire(t, e.l, p)
+				after := e.l.Stats()
+				if lease.Acquired() {
+					e.held = append(e.held, lease)
+				} else if after.Queued == before.Queued && after.Available != before.Available {
+					t.Fatalf("trial %d: a refused Acquire(%d) changed Available from %d to %d", trial, p, before.Available, after.Available)
+				}
+			case op < 6: // Wait, a third with a deadline; never one that evicts
+				p := 1 + rng.Intn(limit)
+				if e.l.Stats().Queued+int64(p) > 6 {
+					continue
+				}
+				ctx, cancel := context.WithCancel(bg)
+				var deadline time.Time
+				if a.Rate && rng.Intn(3) == 0 {
+					deadline = e.clock.Now().Add(time.Duration(rng.Int63n(int64(a.Refill))))
+					ctx, cancel = context.WithDeadline(bg, deadline)
+				}
+				w := &waiting{p: e.wait(ctx, p), cancel: cancel, deadline: deadline, seq: seq}
+				seq++
+				if w.p.answered() {
+					lease, err := w.p.result()
+					if err == nil && lease.Acquired() {
+						e.held = append(e.held, lease)
+					} else if err == nil && lease.Reason() == ratelimit.ReasonDeadline {
+						if d, ok := lease.RetryAfter(); !ok || !e.clock.Now().Add(d).After(deadline) {
+							t.Fatalf("trial %d: Wait refused for a deadline %v away, RetryAfter %v, %v", trial, deadline.Sub(e.clock.Now()), d, ok)
+						}
+					}
+					cancel()
+					continue
+				}
+				queue = append(queue, w)
+			case op < 7 && len(queue) > 0: // cancel a waiter
+				k := rng.Intn(len(queue))
+				queue[k].cancel()
+				queue[k].p.result()
+			case op < 8 && !a.Rate && len(e.held) > 0: // release
+				k := rng.Intn(len(e.held))
+				e.held[k].Release()
+				e.held = append(e.held[:k], e.held[k+1:]...)
+			default: // time passes, up to the earliest deadline of a waiter
+				if a.Rate {
+					to := e.clock.Now().Add(time.Duration(rng.Int63n(int64(a.Refill / 4))))
+					for _, w := range queue {
+						if !w.deadline.IsZero() && w.deadline.Before(to) {
+							to = w.deadline
+						}
+					}
+					e.clock.Set(to)
+				}
+			}
+			settle()
+		}
+		e.l.Close()
+		settle()
+	}
 }

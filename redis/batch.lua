@@ -1,6 +1,6 @@
 -- Runs the decision of ARGV (ARGV[1] is its time argument), or a batch.
--- A decision's ARGV is a head (now, permits and, for some scripts, op), the
--- limiter's parameters, then extra arguments. A batch is ARGV 'batch', the
+-- A decision's ARGV is a head (now, permits, op), the limiter's
+-- parameters, then extra arguments. A batch is ARGV 'batch', the
 -- head's length h, the number of parameters np, the parameters, then for
 -- each decision the number of its own arguments n and those: its head and
 -- extra arguments. A batch replies with its decisions' replies, in order;

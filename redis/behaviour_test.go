@@ -92,9 +92,9 @@ func TestKeysExpireWhenInitial(t *testing.T) {
 	}{
 		{fixedwindow.Config{Limit: 5, Window: time.Minute}, []string{"ratelimit:{fw}:fw"}, time.Minute},
 		{tokenbucket.Config{Rate: 1, Burst: 10}, []string{"ratelimit:{tb}:tb"}, 3 * time.Second},
-		{slidingwindow.Config{Limit: 5, Window: time.Minute, Segments: 6}, []string{"ratelimit:{sws}:sg"}, time.Minute},
+		{slidingwindow.Config{Limit: 5, Window: time.Minute, Segments: 6}, []string{"ratelimit:{sws}:sgc", "ratelimit:{sws}:sgc:m"}, time.Minute},
 		{slidingwindow.Config{Limit: 5, Window: time.Minute}, []string{"ratelimit:{sww}:sw"}, 2 * time.Minute},
-		{slidinglog.Config{Limit: 5, Window: time.Minute}, []string{"ratelimit:{sl}:sl", "ratelimit:{sl}:sl:n"}, time.Minute},
+		{slidinglog.Config{Limit: 5, Window: time.Minute}, []string{"ratelimit:{sl}:slc", "ratelimit:{sl}:slc:m"}, time.Minute},
 		{concurrency.Config{Limit: 5}, []string{"ratelimit:{cc}:cc", "ratelimit:{cc}:cc:n"}, 30 * time.Second},
 	} {
 		key, _, _ := strings.Cut(strings.TrimPrefix(tc.keys[0], "ratelimit:{"), "}")

@@ -148,8 +148,8 @@ func (b *batcher) exec(batch []*pending) {
 		return
 	}
 	// The parameters every decision of this limiter shares go once, after
-	// the head of now, permits and (for some scripts) op; then each decision
-	// sends its own head and extra arguments.
+	// the head of now, permits and op; then each decision sends its own
+	// head and extra arguments.
 	head, np := l.headLen(), len(l.args)
 	args := make([]interface{}, 0, 3+np+len(batch)*(1+head))
 	args = append(append(args, "batch", head, np), l.args...)

@@ -22,7 +22,7 @@ local function decide(ARGV)
       extra = 1
     end
   else
-    granted = held + max(p, 1) <= limit
+    granted = max(p, 1) <= limit - held
     if granted and p > 0 then
       redis.call('ZADD', set, now + ttl, member)
       held = held + p

@@ -1,17 +1,29 @@
--- Fixed window. KEYS[1]: "start count". ARGV: now, permits, limit, window (us).
+-- Fixed window. KEYS[1]: "start count". ARGV: now, permits, op ('a'
+-- acquire, 'u' refund a grant), limit, window (us), then for 'u' the
+-- grant's instant. A grant's instant (the reply's extra) is one of the
+-- window it was counted in: an instant older than the state's window
+-- counts in the state's window, as in fixedwindow.Model.
 local function decide(ARGV)
   local key = KEYS[1]
-  local now, p, limit, w = NOW, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  local now, p, op, limit, w = NOW, tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
   local start, count = floor_start(now, w), 0
   local st, c = load(key)
   if st and st >= start then start, count = st, c end
   local wend = start + w
-  local granted = count + max(p, 1) <= limit
+  if op == 'u' then -- take back a grant while its window is the current one
+    if count > 0 and floor_start(tonumber(ARGV[6]), w) == start then
+      count = count - min(p, count)
+      store(key, count > 0 and wend - now or 0, '%d %d', start, count)
+    end
+    return reply(true, limit - count, -1, count > 0 and wend - now or 0)
+  end
+  local granted = max(p, 1) <= limit - count -- exact, up to 2^53
   if granted and p > 0 then
     count = count + p
     store(key, wend - now, '%d %d', start, count)
   end
   local reset = 0
-  if count > 0 then reset = (wend - now) * 1000 end
-  return reply(granted, limit - count, granted and -1 or (wend - now) * 1000, reset)
+  if count > 0 then reset = wend - now end
+  if granted then return reply(true, limit - count, -1, reset, max(NOW, start)) end
+  return reply(false, limit - count, wend - now, reset)
 end

@@ -15,8 +15,18 @@ import (
 	"github.com/limitkit/ratelimit/redis"
 )
 
+// ceilMicro rounds d up to the microsecond, the resolution of the
+// durations the scripts reply.
+func ceilMicro(d time.Duration) time.Duration {
+	if r := d % time.Microsecond; r > 0 {
+		d += time.Microsecond - r
+	}
+	return d
+}
+
 // parity runs the same random arrival sequences against memory and redis
-// (time pinned to the same fake clock) and requires identical leases. The
+// (time pinned to the same fake clock) and requires identical leases, to
+// the microsecond. The
 // refusal cache is off: this compares the scripts with the models (the
 // cache's Remaining is as of the refusal; TestRefusalCache covers it).
 func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
@@ -63,11 +73,11 @@ func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
 					}
 					md, mok := m.RetryAfter()
 					rd, rok := r.RetryAfter()
-					if mok && md%time.Microsecond != 0 {
-						md = md.Truncate(time.Microsecond) + time.Microsecond
+					if mok {
+						md = ceilMicro(md)
 					}
 					if m.Acquired() != r.Acquired() || m.Remaining() != r.Remaining() ||
-						m.ResetAfter() != r.ResetAfter() || md != rd || mok != rok {
+						ceilMicro(m.ResetAfter()) != r.ResetAfter() || md != rd || mok != rok {
 						t.Fatalf("seq %d step %d (%#v, %d permits):\nmemory %v retry %v reset %v\nredis  %v retry %v reset %v",
 							seq, i, cfg, p, m, md, m.ResetAfter(), r, rd, r.ResetAfter())
 					}

@@ -1,15 +1,20 @@
--- Shared by every script. Instants are microseconds since the Unix epoch
--- (Redis TIME's resolution; exact in a Lua number until the year 2255);
--- durations returned to Go are nanoseconds. A decision's time argument pins
--- the time for tests; empty, the time comes from TIME, never from a
--- client's clock.
+-- Shared by every script. Instants and durations are whole microseconds
+-- (Redis TIME's resolution), since the Unix epoch for instants: every
+-- integer up to 2^53 is exact in a Lua number, so they are exact until the
+-- year 2255 (FAR_US), where every search and saturation stops, as Go's
+-- check.Far does. Durations go back to Go in microseconds too. A
+-- decision's time argument pins the time for tests; empty, the time comes
+-- from TIME, never from a client's clock.
 --
 -- Written for the server's time: library functions are locals (a global
 -- lookup per call costs), states are split with find rather than match, and
 -- numbers bound for commands are formatted with %d (Redis would format a Lua
 -- number with %.17g, which costs more).
-local floor, min, max, format = math.floor, math.min, math.max, string.format
+local floor, ceil, min, max, format = math.floor, math.ceil, math.min, math.max, string.format
 local find, sub = string.find, string.sub
+
+-- check.Far in microseconds: 2^53, the latest instant a decision names.
+local FAR_US = 9007199254740992
 
 -- NOW is the instant of the decision being made (see batch.lua). TIME is
 -- read once per script run: the decisions of a batch are made at one instant.
@@ -26,18 +31,41 @@ local function set_now(arg)
   NOW = server_now
 end
 
--- The start of the period of length p that holds t (exact for integers < 2^53).
-local function floor_start(t, p)
-  local r = t % p
+-- a mod p in [0, p), for integers |a| <= 2^53 and 0 < p <= 2^53 (Lua's %
+-- rounds a / p, which may be off by one period).
+local function mod(a, p)
+  local r = a % p
   if r < 0 then r = r + p elseif r >= p then r = r - p end
-  return t - r
+  return r
 end
 
--- ceil(a / b) for integers a >= 0, b > 0.
+-- The start of the period of length p that holds t.
+local function floor_start(t, p) return t - mod(t, p) end
+
+-- floor(a / b) for integers 0 <= a <= 2^53, 0 < b <= 2^53.
+local function floor_div(a, b)
+  local q = floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+
+-- ceil(a / b) for integers 0 <= a < 2^53, 0 < b < 2^53.
 local function ceil_div(a, b)
   local q = floor(a / b)
   if q * b < a then q = q + 1 elseif (q - 1) * b >= a then q = q - 1 end
   return q
+end
+
+-- The whole microseconds in x nanoseconds, rounded up, for a float
+-- 0 <= x < 2^63 (exact: above 2^53 ns x is split in 2^32 ns units, which
+-- are divided by 1000 apart).
+local function us_ceil(x)
+  x = ceil(x)
+  if x < FAR_US then return ceil_div(x, 1000) end
+  local hi = floor(x / 4294967296)
+  local lo = x - hi * 4294967296
+  local q = floor_div(hi, 1000)
+  return q * 4294967296 + ceil_div((hi - q * 1000) * 4294967296 + lo, 1000)
 end
 
 -- The expiry, in ms since the epoch, of a state that is initial again us
@@ -97,29 +125,34 @@ local function store(k, us, fmt, a, b, c)
   if w then w[1], w[2], w[3], w[4], w[5] = ms, fmt, a, b, c else written[k] = {ms, fmt, a, b, c} end
 end
 
--- The smallest offset in [lo, hi] at which ok holds, for ok monotone and
--- true at hi, starting from guess: the same answer as Go's check.Earliest.
+-- The smallest t in [lo, hi] (whole microseconds) at which ok holds, for ok
+-- monotone (false then true); hi when ok(hi) does not hold either. guess
+-- is where to start: a bracket around it that doubles, then a bisection,
+-- so ok is called at most about 4 x 53 times whatever the bounds. Go's
+-- check.Earliest, step for step. Every value stays below 2^54, exact.
 local function earliest(lo, hi, guess, ok)
   guess = min(max(guess, lo), hi)
   local f, t
   if ok(guess) then
-    t, f = guess, guess - 1
+    t = guess
     local step = 1
-    while f >= lo and ok(f) do
+    while t > lo do
+      f = t - min(step, t - lo)
+      if not ok(f) then break end
       t = f
-      f = max(t - step, lo - 1)
-      step = step * 2
+      step = min(2 * step, FAR_US)
     end
-    if f < lo then f = lo - 1 end
+    if t == lo then return lo end
   else
-    f, t = guess, guess + 1
+    f = guess
     local step = 1
-    while t < hi and not ok(t) do
+    while true do
+      if f == hi then return hi end
+      t = f + min(step, hi - f)
+      if ok(t) then break end
       f = t
-      t = min(f + step, hi)
-      step = step * 2
+      step = min(2 * step, FAR_US)
     end
-    if t > hi then t = hi end
   end
   while t - f > 1 do
     local m = f + floor((t - f) / 2)
@@ -128,11 +161,12 @@ local function earliest(lo, hi, guess, ok)
   return t
 end
 
--- The reply: granted (0/1), remaining, retry-after ns (-1 unknown), reset-after ns, extra.
--- RetryAfter is rounded up to the microsecond, the resolution of the
--- instants: waiting it makes the same request succeed.
--- Numbers, not strings: an integral Lua number becomes a Redis integer exactly.
-local function reply(granted, remaining, retry_ns, reset_ns, extra)
-  if retry_ns > 0 then retry_ns = ceil_div(retry_ns, 1000) * 1000 end
-  return {granted and 1 or 0, remaining, retry_ns, reset_ns, extra or 0}
+-- The reply: granted (0/1), remaining, retry-after us (-1 unknown),
+-- reset-after us, extra (for a grant of a rate algorithm, the instant it
+-- was counted at). A RetryAfter found by earliest is the first whole
+-- microsecond at which the request is granted: the exact wait rounded up
+-- to the resolution of the instants. Numbers, not strings: an integral Lua
+-- number becomes a Redis integer exactly.
+local function reply(granted, remaining, retry_us, reset_us, extra)
+  return {granted and 1 or 0, remaining, retry_us, reset_us, extra or 0}
 end

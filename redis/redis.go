@@ -11,7 +11,8 @@
 // bounded by the active keys.
 //
 // Keys are prefix + "{" + key + "}" + suffix, the suffix naming the
-// algorithm (":tb", ":fw", ":sg", ":sw", ":sl", ":cc", and ":n" for a second key),
+// algorithm (":tb", ":fw", ":sgc", ":sw", ":slc", ":cc", and ":m" or ":n"
+// for a second key),
 // so limiters of different algorithms on one key never read each other's
 // state. All keys of one limiter share a hash slot, so Redis Cluster works;
 // any go-redis UniversalClient (single node, Cluster, Ring, Sentinel) does.
@@ -38,6 +39,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -50,6 +52,8 @@ var (
 	tokenBucketLua string
 	//go:embed fixedwindow.lua
 	fixedWindowLua string
+	//go:embed log.lua
+	logLua string
 	//go:embed slidingwindow.lua
 	slidingWindowLua string
 	//go:embed slidinglog.lua
@@ -62,8 +66,8 @@ var (
 
 	tokenBucketScript   = script(tokenBucketLua)
 	fixedWindowScript   = script(fixedWindowLua)
-	slidingWindowScript = script(slidingWindowLua)
-	slidingLogScript    = script(slidingLogLua)
+	slidingWindowScript = script(logLua + slidingWindowLua)
+	slidingLogScript    = script(logLua + slidingLogLua)
 	concurrencyScript   = script(concurrencyLua)
 )
 
@@ -132,9 +136,10 @@ func WithLeaseTTL(d time.Duration) Option { return func(o *options) { o.leaseTTL
 // remaining RetryAfter: for the rate algorithms that answer cannot change
 // before r (other grants only use permits up), so a flood on an over-limit
 // key costs Redis one call per RetryAfter instead of one per request. A
-// grant through this limiter forgets the cached refusal. Exceptions: a
-// token-bucket reservation cancelled in another process meanwhile, whose
-// refund the cache does not see, and Remaining, which grants in other
+// grant, a refund or a cancelled reservation through this limiter forgets
+// the cached refusal. Exceptions: a token-bucket reservation cancelled, or
+// a grant refunded, in another process meanwhile, which the cache does not
+// see, and Remaining, which grants in other
 // processes may have lowered and expiry raised (a cached refusal reports it
 // as of the refusal). Concurrency refusals (no RetryAfter) and
 // token-bucket Wait are never cached.
@@ -155,15 +160,17 @@ func WithoutCoalescing() Option { return func(o *options) { o.noCoalesce = true 
 // sleep on c. For tests only: in production the time is Redis's.
 func WithClock(c ratelimit.Clock) Option { return func(o *options) { o.clock = c } }
 
-// Limiter is a ratelimit.Limiter whose state lives in Redis.
+// Limiter is a ratelimit.Limiter whose state lives in Redis. It is also a
+// ratelimit.Refunder (see Refund), so a Chain that a later member refuses
+// spends nothing of it.
 type Limiter struct {
 	client    goredis.UniversalClient
 	keys      []string
 	script    *goredis.Script
-	args      []interface{} // the algorithm's parameters, after now and permits (and op)
-	op        bool          // the script takes an op argument
+	args      []interface{} // the algorithm's parameters, after now, permits and op
 	capacity  int64
-	leases    ratelimit.Leases // of capacity
+	leases    ratelimit.Leases    // of capacity; a rate grant's token is its instant (us)
+	held      ratelimit.LeaseInfo // concurrency grants; the token is the holder's number
 	queue     ratelimit.Queue
 	unlimited bool
 	reserves  bool // token bucket: Wait reserves in the script
@@ -172,7 +179,7 @@ type Limiter struct {
 
 	closed   chan struct{}
 	closeMu  sync.Mutex
-	holders  sync.Map // holder id -> *holder, for renewal
+	holders  sync.Map // holder number -> *holder, for renewal and release
 	nHolders atomic.Int64
 	renewing atomic.Bool
 	seq      atomic.Uint64
@@ -232,8 +239,8 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 	if key == "" || len(key) > MaxKeyLen {
 		return nil, fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidKey, len(key), MaxKeyLen)
 	}
-	if cfg == nil {
-		return nil, fmt.Errorf("%w: redis: nil config", ratelimit.ErrInvalidConfig)
+	if err := check.Config("redis", cfg); err != nil {
+		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -246,6 +253,7 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		client: client, capacity: cfg.Capacity(), leases: ratelimit.MakeLeases(cfg.Capacity()), queue: cfg.QueueOptions(),
 		o: o, closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36),
 	}
+	l.held = ratelimit.GrantInfo(l.capacity, (*releaser)(l))
 	l.used.Store(l.localNow().UnixNano())
 	if !o.noCoalesce {
 		l.batcher = &batcher{l: l}
@@ -265,9 +273,9 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		if period, err = us("Period", c.Period); err != nil {
 			return nil, err
 		}
-		l.script, l.op, l.reserves, l.keys = tokenBucketScript, true, true, []string{base + ":tb"}
+		l.script, l.reserves, l.keys = tokenBucketScript, true, []string{base + ":tb"}
 		l.unlimited = c.Rate == rate.Inf
-		l.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'f', -1, 64), c.Burst, period, c.PerPeriod, c.Queue.Limit}
+		l.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'f', -1, 64), c.Burst, period, c.PerPeriod, c.Queue.Limit, int(c.Queue.Order)}
 	case *fixedwindow.Config:
 		return New(client, key, *c, opts...)
 	case fixedwindow.Config:
@@ -288,7 +296,7 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		}
 		l.script, l.args, l.keys = slidingWindowScript, []interface{}{c.Limit, w, c.Segments}, []string{base + ":sw"}
 		if c.Segments > 0 {
-			l.keys[0] = base + ":sg"
+			l.keys = []string{base + ":sgc", base + ":sgc:m"}
 		}
 	case *slidinglog.Config:
 		return New(client, key, *c, opts...)
@@ -297,11 +305,11 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		if w, err = us("Window", c.Window); err != nil {
 			return nil, err
 		}
-		l.script, l.args, l.keys = slidingLogScript, []interface{}{c.Limit, w}, []string{base + ":sl", base + ":sl:n"}
+		l.script, l.args, l.keys = slidingLogScript, []interface{}{c.Limit, w}, []string{base + ":slc", base + ":slc:m"}
 	case *concurrency.Config:
 		return New(client, key, *c, opts...)
 	case concurrency.Config:
-		l.script, l.op, l.release = concurrencyScript, true, true
+		l.script, l.release = concurrencyScript, true
 		l.args = []interface{}{c.Limit, int64(o.leaseTTL / time.Microsecond)}
 		l.keys = []string{base + ":cc", base + ":cc:n"}
 	default:
@@ -310,13 +318,17 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 	return l, nil
 }
 
-// reply is what every script returns.
+// reply is what every script returns. Durations travel in microseconds.
 type reply struct {
 	granted    bool
 	remaining  int64
-	retryAfter time.Duration
+	retryAfter time.Duration // negative: unknown; for a reservation, its wait
 	resetAfter time.Duration
-	extra      int64
+	// extra: for a grant of a rate algorithm, the instant (us) it was
+	// counted at (a reservation's: its due instant); for a token-bucket
+	// Wait refused, 2 (queue full) or 3 (deadline); for concurrency, the
+	// result of a release or renewal.
+	extra int64
 }
 
 // localNow is this process's time: for IdleFor and sleeping, never for decisions.
@@ -328,7 +340,7 @@ func (l *Limiter) localNow() time.Time {
 }
 
 // call runs the script once at the local instant local (read by the caller,
-// which may need it too): ARGV is now, permits, [op], params, extra.
+// which may need it too): ARGV is now, permits, op, params, extra.
 func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits int64, extra ...interface{}) (reply, error) {
 	l.used.Store(local.UnixNano())
 	args := l.argv(local, op, permits, extra)
@@ -351,27 +363,19 @@ func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits 
 }
 
 // argv is a decision's script arguments: now (empty: the server's TIME;
-// the local instant with WithClock), permits, [op], params, extra.
+// the local instant with WithClock), permits, op, params, extra.
 func (l *Limiter) argv(local time.Time, op string, permits int64, extra []interface{}) []interface{} {
 	now := ""
 	if l.o.clock != nil {
 		now = strconv.FormatInt(local.UnixMicro(), 10)
 	}
 	args := make([]interface{}, 0, 3+len(l.args)+len(extra))
-	args = append(args, now, permits)
-	if l.op {
-		args = append(args, op)
-	}
+	args = append(args, now, permits, op)
 	return append(append(args, l.args...), extra...)
 }
 
 // headLen is the number of arguments argv puts before the parameters.
-func (l *Limiter) headLen() int {
-	if l.op {
-		return 3
-	}
-	return 2
-}
+func (l *Limiter) headLen() int { return 3 }
 
 func parseReply(v []interface{}) (reply, error) {
 	if len(v) != 5 {
@@ -391,7 +395,11 @@ func parseReply(v []interface{}) (reply, error) {
 			return reply{}, fmt.Errorf("redis: script reply %d has type %T", i, x)
 		}
 	}
-	return reply{granted: n[0] == 1, remaining: n[1], retryAfter: time.Duration(n[2]), resetAfter: time.Duration(n[3]), extra: n[4]}, nil
+	r := reply{granted: n[0] == 1, remaining: n[1], retryAfter: -1, resetAfter: time.Duration(n[3]) * time.Microsecond, extra: n[4]}
+	if n[2] >= 0 {
+		r.retryAfter = time.Duration(n[2]) * time.Microsecond
+	}
+	return r, nil
 }
 
 func (l *Limiter) decision(r reply) ratelimit.Decision {
@@ -412,6 +420,9 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
 		return ratelimit.Lease{}, err
 	}
+	if err := ratelimit.CheckContext(ctx); err != nil {
+		return ratelimit.Lease{}, err
+	}
 	if l.isClosed() {
 		return ratelimit.Lease{}, ratelimit.ErrClosed
 	}
@@ -423,16 +434,16 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	if lease, ok := l.cached(p, at); ok {
 		return lease, nil
 	}
-	id := ""
+	var n uint64
 	if l.release {
-		id = l.holderID()
+		n = l.seq.Add(1)
 	}
-	r, err := l.call(ctx, at, "a", p, l.tail(id)...)
+	r, err := l.call(ctx, at, "a", p, l.tail(l.holderName(n))...)
 	if err != nil {
 		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Acquire(ctx, permits) })
 	}
 	l.remember(at, p, r)
-	return l.lease(r, p, id, ratelimit.ReasonLimit), nil
+	return l.lease(r, p, n, ratelimit.ReasonLimit), nil
 }
 
 // tail is the script arguments after the parameters.
@@ -446,12 +457,20 @@ func (l *Limiter) tail(id string) []interface{} {
 	return nil
 }
 
-func (l *Limiter) lease(r reply, p int64, id string, reason ratelimit.Reason) ratelimit.Lease {
+// lease makes the lease of r, a decision on p permits (for concurrency, by
+// holder number n). A grant of a rate algorithm carries the instant it was
+// counted at as its token, for Refund; a status check's carries 0 (it took
+// nothing).
+func (l *Limiter) lease(r reply, p int64, n uint64, reason ratelimit.Reason) ratelimit.Lease {
 	d := l.decision(r)
-	if d.Granted && l.release && p > 0 {
-		return ratelimit.NewLease(d, l.capacity, 0, l.hold(id, p), 0)
+	switch {
+	case !d.Granted || p == 0:
+		return l.leases.Lease(d, reason)
+	case l.release:
+		l.hold(n, p)
+		return l.held.Lease(d, n)
 	}
-	return l.leases.Lease(d, reason)
+	return l.leases[ratelimit.ReasonNone].Lease(d, uint64(max(r.extra, 0)))
 }
 
 // fail applies the failure policy to a Redis error.
@@ -464,6 +483,7 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 	}
 	switch l.o.policy {
 	case FailOpen:
+		// Token 0: nothing was taken, so Refund gives nothing back.
 		return l.leases.Lease(ratelimit.Decision{Granted: true, RetryAfter: -1}, ratelimit.ReasonNone), nil
 	case FailClosed:
 		return l.leases.Lease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonUnavailable), nil
@@ -475,37 +495,39 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 // the script and sleeps once until its turn (a cancel refunds); the window
 // algorithms sleep until RetryAfter plus a little jitter and try again;
 // concurrency polls with backoff (1ms doubling to 50ms) until a holder
-// releases. A ctx deadline that cannot be met is refused at once.
+// releases. A ctx deadline that cannot be met is refused at once. Wait(ctx,
+// 0) waits, the same way but never reserving and whatever the queue limit,
+// until at least one permit is available, and takes nothing.
 func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ratelimit.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	if l.reserves && !l.unlimited {
+	if l.reserves && !l.unlimited && permits > 0 {
 		return l.reserve(ctx, int64(permits))
 	}
 	backoff := time.Millisecond
 	for {
 		lease, err := l.Acquire(ctx, permits)
-		if err != nil || lease.Acquired() || permits == 0 || lease.Reason() == ratelimit.ReasonUnavailable {
+		if err != nil || lease.Acquired() || lease.Reason() == ratelimit.ReasonUnavailable {
 			return lease, err
 		}
-		if int64(permits) > int64(l.queue.Limit) {
+		if permits > 0 && int64(permits) > int64(l.queue.Limit) {
 			return refusedAs(lease, ratelimit.ReasonQueueFull), nil
 		}
 		d, known := lease.RetryAfter()
 		if known {
+			if deadline, ok := ctx.Deadline(); ok && l.until(deadline) < d {
+				return refusedAs(lease, ratelimit.ReasonDeadline), nil
+			}
 			d += time.Duration(rand.Int63n(int64(d/10) + 1)) // spread retries of competing processes
 		} else {
 			d, backoff = backoff, min(2*backoff, 50*time.Millisecond)
 		}
-		if deadline, ok := ctx.Deadline(); ok && l.until(deadline) < d {
-			if known {
-				return refusedAs(lease, ratelimit.ReasonDeadline), nil
-			}
-			d = max(l.until(deadline), 0)
+		if deadline, ok := ctx.Deadline(); ok {
+			d = min(d, max(l.until(deadline), 0))
 		}
 		if lease, err := l.sleep(ctx, d, permits); err != nil || lease.Reason() == ratelimit.ReasonClosed {
 			return lease, err
@@ -522,38 +544,100 @@ func refusedAs(l ratelimit.Lease, r ratelimit.Reason) ratelimit.Lease {
 }
 
 // reserve is the token bucket's Wait: one round trip takes the tokens (the
-// bucket goes into debt), then one sleep until they have arrived.
+// bucket goes into debt), then one sleep until they have arrived. The
+// reservation is due at the instant Acquire would grant them, and never
+// before the reservations made earlier (the key's horizon): waiters are
+// served in arrival order.
 func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error) {
 	if l.isClosed() {
 		return ratelimit.Lease{}, ratelimit.ErrClosed
 	}
-	maxWait := int64(-1)
+	maxWait := int64(-1) // in us, rounded down: a later due is refused
 	if deadline, ok := ctx.Deadline(); ok {
-		maxWait = max(int64(l.until(deadline)), 0)
+		maxWait = int64(max(l.until(deadline), 0) / time.Microsecond)
 	}
 	r, err := l.call(ctx, l.localNow(), "w", p, maxWait)
 	if err != nil {
 		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Wait(ctx, int(p)) })
 	}
-	switch r.extra {
-	case 0:
-		return l.lease(r, p, "", ratelimit.ReasonLimit), nil
-	case 2:
-		return l.lease(r, p, "", ratelimit.ReasonQueueFull), nil
-	case 3:
-		return l.lease(r, p, "", ratelimit.ReasonDeadline), nil
+	if !r.granted {
+		switch r.extra {
+		case 2:
+			return l.lease(r, p, 0, ratelimit.ReasonQueueFull), nil
+		case 3:
+			return l.lease(r, p, 0, ratelimit.ReasonDeadline), nil
+		}
+		return l.lease(r, p, 0, ratelimit.ReasonLimit), nil
 	}
+	if r.retryAfter < 0 { // granted at once
+		l.remember(time.Time{}, p, r)
+		return l.lease(r, p, 0, ratelimit.ReasonNone), nil
+	}
+	due := r.extra
 	lease, err := l.sleep(ctx, r.retryAfter, int(p))
 	if err != nil || lease.Reason() == ratelimit.ReasonClosed {
 		// Give the reserved tokens back; the caller's ctx may be done.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		l.call(rctx, l.localNow(), "f", p, -1)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.o.timeout, time.Second))
+		l.call(rctx, l.localNow(), "f", p, due)
 		cancel()
+		l.refusal.Store(nil) // the tokens came back
 		return lease, err
 	}
 	r.retryAfter = -1
 	l.remember(time.Time{}, p, r)
-	return l.lease(r, p, "", ratelimit.ReasonNone), nil
+	return l.lease(r, p, 0, ratelimit.ReasonNone), nil
+}
+
+// Refund gives back the permits of lease, a grant of permits by this
+// limiter, as ratelimit.Refunder says: in one round trip the script takes
+// them back from where the grant was counted (the grant's instant is the
+// lease's token), as if they had never been granted, and only what still
+// counts: tokens up to the burst, a window's or segment's count while it is
+// in the window, the sliding log's entry while it is in the window (a grant
+// followed by more than 128 newer entries is not taken back). For a
+// concurrency lease it is Release. A lease this limiter did not grant
+// (refusals, status checks, leases of other limiters or of FailOpen)
+// changes nothing, except that a lease of the fallback (WithFallback) is
+// refunded there when the fallback is a Refunder.
+func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
+	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
+		return err
+	}
+	if err := ratelimit.CheckContext(ctx); err != nil {
+		return err
+	}
+	var at uint64
+	var ok bool
+	if l.release {
+		at, ok = l.held.Token(lease)
+	} else {
+		at, ok = l.leases[ratelimit.ReasonNone].Token(lease)
+	}
+	if !ok {
+		// Not ours: the fallback's, when it granted while Redis failed.
+		if f, isRefunder := l.o.fallback.(ratelimit.Refunder); isRefunder {
+			return f.Refund(ctx, lease, permits)
+		}
+		return nil
+	}
+	if l.release {
+		(*releaser)(l).Release(at)
+		return nil
+	}
+	if at == 0 || permits == 0 || l.unlimited {
+		return nil
+	}
+	if l.isClosed() {
+		return ratelimit.ErrClosed
+	}
+	if _, err := l.call(ctx, l.localNow(), "u", int64(permits), int64(at)); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	l.refusal.Store(nil) // permits came back: a cached refusal may be wrong
+	return nil
 }
 
 // sleep waits d on the limiter's clock; it returns ctx.Err() when ctx ends
@@ -595,7 +679,7 @@ func (l *Limiter) Close() error {
 	}
 	close(l.closed)
 	l.holders.Range(func(_, h any) bool {
-		h.(*holder).Release(0)
+		h.(*holder).release()
 		return true
 	})
 	return nil
@@ -624,33 +708,53 @@ func (l *Limiter) Stats() ratelimit.Stats {
 	return ratelimit.Stats{Available: max(r.remaining, 0)}
 }
 
-func (l *Limiter) holderID() string {
-	return l.id + "-" + strconv.FormatUint(l.seq.Add(1), 36)
+// holderName is the name under which holder number n is recorded in
+// Redis; "" for 0 (no holder).
+func (l *Limiter) holderName(n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return l.id + "-" + strconv.FormatUint(n, 36)
 }
 
-// holder is a held concurrency lease: Release removes it from Redis.
+// holderID names a new holder.
+func (l *Limiter) holderID() string { return l.holderName(l.seq.Add(1)) }
+
+// holder is a held concurrency lease, number n of its limiter: release
+// removes it from Redis.
 type holder struct {
 	l        *Limiter
+	n        uint64
 	id       string
 	permits  int64
 	released atomic.Bool
 }
 
-func (l *Limiter) hold(id string, p int64) *holder {
-	h := &holder{l: l, id: id, permits: p}
-	l.holders.Store(id, h)
+func (l *Limiter) hold(n uint64, p int64) {
+	h := &holder{l: l, n: n, id: l.holderName(n), permits: p}
+	l.holders.Store(n, h)
 	l.nHolders.Add(1)
 	if l.renewing.CompareAndSwap(false, true) {
 		go l.renew()
 	}
-	return h
 }
 
-func (h *holder) Release(uint64) {
+// releaser is the Releaser of a limiter's concurrency leases, whose token
+// is the holder's number: one LeaseInfo serves every lease.
+type releaser Limiter
+
+// Release releases holder number n; only its first call has an effect.
+func (r *releaser) Release(n uint64) {
+	if h, ok := r.holders.Load(n); ok {
+		h.(*holder).release()
+	}
+}
+
+func (h *holder) release() {
 	if !h.released.CompareAndSwap(false, true) {
 		return
 	}
-	h.l.holders.Delete(h.id)
+	h.l.holders.Delete(h.n)
 	h.l.nHolders.Add(-1)
 	ctx, cancel := context.WithTimeout(context.Background(), max(h.l.o.timeout, 5*time.Second))
 	defer cancel()

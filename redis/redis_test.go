@@ -21,10 +21,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var keySeq atomic.Int64
 
 // factory builds limiters on client, each under a fresh key, with the time
-// pinned to the suite's clock.
+// pinned to the suite's clock, or Redis's own with a nil clock.
 func factory(client goredis.UniversalClient, opts ...redis.Option) ratelimittest.Factory {
 	return func(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock) ratelimit.Limiter {
-		l, err := redis.New(client, fmt.Sprintf("conformance-%d", keySeq.Add(1)), cfg, append(opts, redis.WithClock(clock))...)
+		if clock != nil {
+			opts = append(opts[:len(opts):len(opts)], redis.WithClock(clock))
+		}
+		l, err := redis.New(client, fmt.Sprintf("conformance-%d", keySeq.Add(1)), cfg, opts...)
 		if err != nil {
 			t.Fatalf("redis.New(%#v): %v", cfg, err)
 		}
@@ -59,6 +62,14 @@ func TestConformanceMiniredis(t *testing.T) {
 
 func TestConformanceRedis(t *testing.T) {
 	ratelimittest.Run(t, factory(realClient(t)), ratelimittest.Tick(time.Microsecond))
+}
+
+// TestRealClock: the bounds on Redis's own clock, 16 goroutines sharing a
+// client (their decisions batched), and without coalescing.
+func TestRealClock(t *testing.T) {
+	c := realClient(t)
+	t.Run("Coalesced", func(t *testing.T) { ratelimittest.RunRealClock(t, factory(c)) })
+	t.Run("WithoutCoalescing", func(t *testing.T) { ratelimittest.RunRealClock(t, factory(c, redis.WithoutCoalescing())) })
 }
 
 // TestConformanceWithoutCoalescing: the suite, hammer included, with every

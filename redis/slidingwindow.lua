@@ -1,70 +1,18 @@
--- Sliding window. ARGV: now, permits, limit, window (us), segments.
--- Segmented (segments > 0): KEYS[1] is a hash: s = newest segment's start,
--- t = total, c<i> = count of ring slot i. Weighted (segments == 0): KEYS[1]
--- is "start total prev". Same arithmetic as slidingwindow.Model.
+-- Sliding window. ARGV: now, permits, op ('a' acquire, 'u' refund a
+-- grant), limit, window (us), segments, then for 'u' the grant's instant.
+-- Segmented (segments > 0): a log of the segments that hold grants (see
+-- log.lua; KEYS[1] and KEYS[2]), whose instants are segment starts (w /
+-- segments is exact: New checks that the window is a multiple): O(log
+-- segments) commands per call, where walking a ring of counts would cost
+-- O(segments). Weighted (segments == 0): KEYS[1] is "start total prev".
+-- Same decisions as slidingwindow.Model. A grant's instant (the reply's
+-- extra) is one of the segment or window it was counted in.
+
 local function decide(ARGV)
   local key = KEYS[1]
-  local now, p, limit = NOW, tonumber(ARGV[2]), tonumber(ARGV[3])
-  local w, n = tonumber(ARGV[4]), tonumber(ARGV[5])
-  local want = max(p, 1)
-
-  if n > 0 then
-    local seg = w / n
-    local h = redis.call('HGETALL', key)
-    local st = {}
-    for i = 1, #h, 2 do st[h[i]] = tonumber(h[i + 1]) end
-    local start, total = st.s or 0, st.t or 0
-    local function slot(t) return format('c%d', (t / seg) % n) end
-    local function count(t) return st[slot(t)] or 0 end
-    if not (now >= start and now - start < seg) then
-      local ns = floor_start(now, seg)
-      if ns > start then
-        if (ns - start) / seg >= n then
-          st, total = {}, 0
-          redis.call('DEL', key)
-        else
-          local t = start + seg
-          while t <= ns do
-            total = total - count(t)
-            st[slot(t)] = nil
-            redis.call('HDEL', key, slot(t))
-            t = t + seg
-          end
-          if total > 0 then
-            redis.call('HSET', key, 's', format('%d', ns), 't', format('%d', total))
-          else
-            redis.call('DEL', key)
-          end
-        end
-        start = ns
-      end
-    end
-    local granted = total + want <= limit
-    local retry = -1
-    if granted then
-      if p > 0 then
-        total = total + p
-        st[slot(start)] = count(start) + p
-        redis.call('HSET', key, 's', format('%d', start), 't', format('%d', total), slot(start), format('%d', st[slot(start)]))
-      end
-    else
-      local need = total + want - limit
-      local t = start - (n - 1) * seg
-      while t <= start do
-        need = need - count(t)
-        if need <= 0 then retry = (t + w - now) * 1000; break end
-        t = t + seg
-      end
-    end
-    local reset = 0
-    local t = start
-    while t > start - w do
-      if count(t) ~= 0 then reset = t + w - now; break end
-      t = t - seg
-    end
-    if p > 0 and granted then expire_in(reset, key) end
-    return reply(granted, limit - total, retry, max(reset, 0) * 1000)
-  end
+  local now, p, op, limit = NOW, tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+  local w, n = tonumber(ARGV[5]), tonumber(ARGV[6])
+  if n > 0 then return log_decide(now, p, op, limit, w, w / n, tonumber(ARGV[7])) end
 
   -- Weighted two-window counter.
   local start, total, prev = 0, 0, 0
@@ -77,27 +25,60 @@ local function decide(ARGV)
       start = ns
     end
   end
-  local W = w * 1000
-  -- The estimated permits in the sliding window ending off ns after now.
-  local function weight(off)
-    local e = (now - start) * 1000 + off
-    if e < W then return prev * (W - e) / W + total end
-    if e < 2 * W then return total * (W - (e - W)) / W + 0 end
+  local W = w * 1000 -- float64(window ns): exact integers, rounded once
+  -- The estimated permits in the sliding window ending at instant t (us),
+  -- as the model computes them: float64(prev) * float64(window - elapsed)
+  -- / float64(window) + float64(total), where the integer ns are exact in
+  -- us and rounded once by the multiplication by 1000.
+  local function weight(t)
+    local e = t - start
+    if e < w then return prev * ((w - e) * 1000) / W + total end
+    if e < 2 * w then return total * ((2 * w - e) * 1000) / W + 0 end
     return 0
   end
-  local granted = weight(0) + want <= limit
+  local function reset_after()
+    if total > 0 then return start + 2 * w - now elseif prev > 0 then return start + w - now end
+    return 0
+  end
+  local function remaining(x)
+    local r = limit - x
+    if r > 0 then return floor(r) end
+    return 0
+  end
+
+  if op == 'u' then -- take back a grant while its window counts
+    local fs = floor_start(tonumber(ARGV[7]), w)
+    if fs == start and total > 0 then
+      total = total - min(p, total)
+      store(key, reset_after(), '%d %d %d', start, total, prev)
+    elseif fs == start - w and prev > 0 then
+      prev = prev - min(p, prev)
+      store(key, reset_after(), '%d %d %d', start, total, prev)
+    end
+    return reply(true, remaining(weight(now)), -1, max(reset_after(), 0))
+  end
+
+  -- weight <= limit - want, not weight + want <= limit: the sum would
+  -- round (2^53 + 1 is 2^53 in a double) and admit past a limit near 2^53.
+  local want = max(p, 1)
+  local granted = weight(now) <= limit - want
   local retry = -1
   if granted then
-    if p > 0 then total = total + p end
+    if p > 0 then
+      total = total + p
+      store(key, reset_after(), '%d %d %d', start, total, prev)
+    end
   else
-    retry = earliest(0, (start + 2 * w - now) * 1000, 0, function(off)
-      return weight(off) + want <= limit
-    end)
+    -- Where the estimate says, to the microsecond (slidingwindow's guess).
+    local guess = start + w
+    if want <= limit - total and prev > 0 then
+      guess = start + floor(w * (1 - (limit - total - want) / prev))
+    elseif total > 0 then
+      guess = start + w + floor(w * (1 - (limit - want) / total))
+    end
+    retry = earliest(now, min(start + 2 * w, FAR_US), guess, function(t)
+      return weight(t) <= limit - want
+    end) - now
   end
-  local reset = 0
-  if total > 0 then reset = start + 2 * w - now elseif prev > 0 then reset = start + w - now end
-  if granted and p > 0 then store(key, reset, '%d %d %d', start, total, prev) end
-  local rem = limit - weight(0)
-  if rem > 0 then rem = floor(rem) else rem = 0 end
-  return reply(granted, rem, retry, max(reset, 0) * 1000)
+  return reply(granted, remaining(weight(now)), retry, max(reset_after(), 0), granted and max(NOW, start) or 0)
 end

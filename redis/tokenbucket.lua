@@ -1,65 +1,99 @@
--- Token bucket. KEYS[1]: "tokens last". ARGV: now, permits, op, rate (tokens/s;
--- 0 for interval refill), burst, period (us), per period, queue limit,
--- max wait (ns; -1 for none). op: 'a' acquire, 'w' wait (acquire, else
--- reserve), 'f' refund. The arithmetic repeats tokenbucket.Model's float64
--- operations in the same order, so decisions are the same bit for bit.
-local FAR = 4611686018427387903 -- check.Far, in ns
+-- Token bucket. KEYS[1]: "tokens last horizon" (last and horizon in us;
+-- horizon, the latest due instant of any outstanding reservation, may be
+-- missing: 0). ARGV: now, permits, op, rate (tokens/s; 0 for interval
+-- refill), burst, period (us), per period, queue limit, queue order (0
+-- OldestFirst, 1 NewestFirst), then op's argument. op: 'a' acquire; 'w'
+-- wait: acquire, else reserve (argument: the most us the caller can wait,
+-- -1 for no bound); 'f' refund a cancelled reservation (argument: its due
+-- instant); 'u' refund a grant (argument: its instant). The arithmetic
+-- repeats tokenbucket.Model's float64 operations in the same order, on
+-- instants that are whole microseconds, so decisions are the same bit for
+-- bit.
+--
+-- Reservations: a reservation is due at When(bucket, now, p) (the instant
+-- at which Acquire would grant p), and never before the horizon: waiters
+-- are served in arrival order, also after a cancel gave tokens back. With
+-- OldestFirst an Acquire of p > 0 before the horizon is refused behind the
+-- queue (a new request never overtakes waiters), with RetryAfter the
+-- instant a reservation made now would be due.
 
 -- The decision's figures, set by decide; the helpers below read them
 -- (defined once per script run, not once per decision of a batch).
-local key, now, rate, burst, period, per, tokens, last
+local key, now, rate, burst, period, per, tokens, last, horizon
 
--- time.Duration(ns).Seconds()
-local function seconds(ns)
-  local sec = floor(ns / 1e9)
-  if sec * 1e9 > ns then sec = sec - 1 elseif (sec + 1) * 1e9 <= ns then sec = sec + 1 end
-  return sec + (ns - sec * 1e9) / 1e9
+-- time.Duration(us * 1000).Seconds(), from an exact count of us >= 0:
+-- float64(d / 1e9) + float64(d % 1e9) / 1e9 with d in ns.
+local function seconds(us)
+  local sec = floor_div(us, 1000000)
+  return sec + ((us - sec * 1000000) * 1000) / 1e9
 end
 
--- The bucket at now (us) plus off (ns): tokens, and the new last (us).
-local function at(off)
+-- The bucket at instant t (us): tokens, and the new last (us). An instant
+-- older than last refills nothing and leaves last where it is.
+local function at(t)
   if period > 0 then
-    if now >= last and now - last < period then return tokens, last end
-    local tick = floor_start(now, period)
-    local t = tokens
-    if t < burst and tick > last then
-      local refills = (tick - last) / period
-      if refills >= ceil_div(burst - t, per) then t = burst else t = t + refills * per end
+    if t >= last and t - last < period then return tokens, last end
+    local tick = floor_start(t, period)
+    local x = tokens
+    if x < burst and tick > last then
+      local refills = (tick - last) / period -- exact: both are multiples of period
+      if refills >= ceil_div(burst - x, per) then x = burst else x = x + refills * per end
     end
-    return t, max(last, tick)
+    return x, max(last, tick)
   end
-  local l = min(last, now)
-  local t = tokens + seconds((now - l) * 1000 + off) * rate
-  if t > burst then t = burst end
-  return t, now
+  if t <= last then return tokens, last end
+  local x = tokens + seconds(t - last) * rate
+  if x > burst then x = burst end
+  return x, t
 end
 
-local function fits(t)
-  return t >= 0 or (period == 0 and ((-t) / rate) * 1e9 < 1)
+-- Whether a bucket left with x tokens after a take is within its means:
+-- like x/time/rate, a debt repaid in under 1ns is.
+local function fits(x)
+  return x >= 0 or (period == 0 and ((-x) / rate) * 1e9 < 1)
 end
 
--- ns from now until a bucket left with t tokens (at tick l) is out of debt.
-local function due(t, l)
-  if t >= 0 then return 0 end
-  if period > 0 then return (l + ceil_div(math.ceil(-t), per) * period - now) * 1000 end
-  local d = ((-t) / rate) * 1e9
-  if d >= FAR then return FAR end
-  return floor(d)
+-- The earliest instant (us), from now on, at which need tokens can be taken
+-- from the bucket (tokens, last): tokenbucket.Model.When, rounded up to
+-- the microsecond; FAR_US when none before it. need may be 0.
+local function when(need)
+  local cur, l = at(now)
+  cur = cur - need
+  if fits(cur) then return now end
+  if period > 0 then -- exact in integers
+    local refills = ceil_div(ceil(-cur), per)
+    if refills > floor_div(FAR_US - l, period) then return FAR_US end
+    return l + refills * period
+  end
+  local guess = FAR_US -- where the quotient says, to the microsecond
+  local d = ((-cur) / rate) * 1e9
+  if d < (FAR_US - l) * 1000 then guess = l + floor(d / 1000) end
+  return earliest(now, FAR_US, guess, function(t)
+    local x = at(t)
+    return fits(x - need)
+  end)
 end
 
-local function reset_after(t, l)
-  local missing = burst - t
+-- us from now until the bucket left with x tokens (at l) is full again,
+-- rounded up (tokenbucket's resetAfter, in us).
+local function reset_after(x, l)
+  local missing = burst - x
   if missing <= 0 then return 0 end
-  if period > 0 then return (l + ceil_div(burst - floor(t), per) * period - now) * 1000 end
-  local x = min(missing * (1e9 / rate), FAR)
-  local r = floor(x)
-  if r < x then r = r + 1 end
-  return r
+  if period > 0 then -- InitialAt, saturated at FAR_US
+    local refills = ceil_div(burst - floor(x), per)
+    if refills > floor_div(FAR_US - l, period) then return FAR_US - now end
+    return l + refills * period - now
+  end
+  local ns = missing * (1e9 / rate)
+  local left = (FAR_US - l) * 1000
+  if ns > left then ns = left end
+  return us_ceil(ns) + l - now
 end
 
--- Stores the bucket t (at tick l), whose reset_after is reset (ns).
-local function save(t, l, reset)
-  store(key, ceil_div(reset, 1000), '%.17g %d', t, l)
+-- Stores the bucket x (at l) with the horizon h: it expires once it is
+-- full and no reservation is outstanding.
+local function save(x, l, h)
+  store(key, max(reset_after(x, l), h - now), '%.17g %d %d', x, l, h)
 end
 
 local function decide(ARGV)
@@ -67,54 +101,71 @@ local function decide(ARGV)
   local p, op = tonumber(ARGV[2]), ARGV[3]
   rate, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
   period, per = tonumber(ARGV[6]), tonumber(ARGV[7])
+  local fifo, arg = ARGV[9] == '0', tonumber(ARGV[10])
 
-  tokens, last = burst, 0
-  local a, b = load(key)
-  if a then tokens, last = a, b end
+  tokens, last, horizon = burst, 0, 0
+  local a, b, c = load(key)
+  if a then tokens, last, horizon = a, b, c or 0 end
 
-  local cur, l = at(0)
+  local cur, l = at(now)
 
-  if op == 'f' then -- refund a cancelled reservation
-    local t = min(cur + p, burst)
-    save(t, l, reset_after(t, l))
-    return reply(true, max(0, floor(t)), -1, 0)
+  if op == 'u' then -- refund a grant made at instant arg (tokenbucket.Model.Refund)
+    -- Up to what refilled from arg to last may have been lost to the burst
+    -- had the grant not been made: held back. From last to now the loss is
+    -- replayed exactly: the credit goes in before that refill clamps.
+    local credit = p
+    if period > 0 then
+      local tick = floor_start(arg, period)
+      if last > tick then credit = credit - (last - tick) / period * per end
+    elseif last > arg then
+      credit = credit - seconds(last - arg) * rate
+    end
+    if credit > 0 then tokens = min(tokens + credit, burst) end
+    local x, l = at(now)
+    save(x, l, horizon)
+    return reply(true, max(0, floor(x)), -1, reset_after(x, l), 0)
   end
 
-  local want = max(p, 1)
-  local after = cur - want
-  if fits(after) then
-    if p > 0 then cur = after end
-    local reset = reset_after(cur, l)
-    if p > 0 then save(cur, l, reset) end
-    return reply(true, max(0, floor(cur)), -1, reset)
+  if op == 'f' then -- refund a cancelled reservation: the bucket is in debt, nothing was lost
+    local x, h = min(cur + p, burst), horizon
+    if op == 'f' and arg == horizon then
+      -- The last reservation was cancelled: the horizon goes back to the
+      -- previous one's due instant, when the remaining debt is repaid.
+      tokens, last = x, l
+      h = when(0)
+    end
+    save(x, l, h)
+    return reply(true, max(0, floor(x)), -1, reset_after(x, l), 0)
   end
 
   local rem = max(0, floor(cur))
-
-  if op == 'w' and p > 0 then
-    local qlimit, maxwait = tonumber(ARGV[8]), tonumber(ARGV[9])
-    -- Reserve: the bucket goes into debt, bounded by the queue limit.
-    local wait = due(after, l)
-    if p > qlimit or -after > qlimit then
-      return reply(false, rem, wait, reset_after(cur, l), 2)
+  local behind = p > 0 and fifo and now < horizon -- waiters are due later
+  local want = max(p, 1)
+  local after = cur - want
+  if not behind and fits(after) then
+    if p > 0 then
+      cur = after
+      save(cur, l, horizon)
     end
-    if maxwait >= 0 and wait > maxwait then
-      return reply(false, rem, wait, reset_after(cur, l), 3)
-    end
-    local reset = reset_after(after, l)
-    save(after, l, reset)
-    return reply(true, 0, wait, reset, 1)
+    return reply(true, max(0, floor(cur)), -1, reset_after(cur, l), NOW)
   end
 
-  -- Refusal: the exact wait, found on the same predicate as the Go model.
-  local retry
-  if period > 0 then
-    retry = due(after, l)
-  else
-    retry = earliest(0, FAR - now * 1000, due(after, l), function(off)
-      local t = at(off)
-      return fits(t - want)
-    end)
+  local due = when(want)
+  if behind or (op == 'w' and p > 0) then due = max(due, horizon) end
+  if op ~= 'w' or p == 0 then -- refusal, with the exact wait
+    return reply(false, rem, due - now, reset_after(cur, l))
   end
-  return reply(false, rem, retry, reset_after(cur, l))
+
+  -- Reserve: the bucket goes into debt, bounded by the queue limit, and
+  -- the reservation is due at due, which becomes the horizon.
+  local qlimit = tonumber(ARGV[8])
+  after = cur - p
+  if p > qlimit or -after > qlimit or due >= FAR_US then
+    return reply(false, rem, due - now, reset_after(cur, l), 2)
+  end
+  if arg >= 0 and due - now > arg then
+    return reply(false, rem, due - now, reset_after(cur, l), 3)
+  end
+  save(after, l, due)
+  return reply(true, 0, due - now, reset_after(after, l), due)
 end

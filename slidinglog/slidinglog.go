@@ -212,6 +212,16 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	return s, d
 }
 
+// Made is the instant a decision read at now, which left s, was made at:
+// now, or the latest instant of a decision, where an older one is recorded.
+// A grant's refund takes it as at.
+func (m *Model) Made(s State, now int64) int64 {
+	if s.Log == nil {
+		return now
+	}
+	return max(now, s.Log.last)
+}
+
 // Refund takes back permits granted at instant at, as if they had not
 // been granted, while that grant is in the window at now. They come out of
 // the oldest entry at or after at: the grant's own, or, for a grant decided

@@ -200,7 +200,9 @@ func (m *Model) fits(s State, now, permits int64) bool {
 	if m.segments > 0 {
 		return s.Total+permits <= m.limit
 	}
-	return m.weight(s, now)+float64(permits) <= float64(m.limit)
+	// limit - permits is exact in integers; adding permits to the float
+	// weight would round above 2^53 and grant past the limit.
+	return m.weight(s, now) <= float64(m.limit-permits)
 }
 
 // Step decides a request for permits at now; permits == 0 is a status check.
@@ -222,7 +224,7 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 		d.Remaining = m.limit - s.Total
 	} else {
 		prev := m.previous(s, now) // weight(s, now), computed once
-		if prev+float64(s.Total)+float64(want) <= float64(m.limit) {
+		if prev+float64(s.Total) <= float64(m.limit-want) { // fits(s, now, want)
 			d.Granted = true
 			s.Total += permits
 		} else {
@@ -278,6 +280,11 @@ func (m *Model) Clone(s State) State {
 	}
 	return s
 }
+
+// Made is the instant a decision read at now, which left s, was made at:
+// now, or the start of the state's newest segment (or window), where an
+// older instant counts. A grant's refund takes it as at.
+func (m *Model) Made(s State, now int64) int64 { return max(now, s.Start) }
 
 // Refund takes back permits granted at instant at, as if they had not been
 // granted, while they still count. A grant at an instant older than the

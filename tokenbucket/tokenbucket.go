@@ -199,11 +199,7 @@ func (m *Model) dueAt(s State, now int64) int64 {
 		return now
 	}
 	if m.period > 0 {
-		refills := check.CeilDiv(int64(math.Ceil(-s.Tokens)), m.perPeriod)
-		if refills >= (check.Far-s.Last)/m.period {
-			return check.Far
-		}
-		return s.Last + refills*m.period
+		return m.afterRefills(s.Last, check.CeilDiv(int64(math.Ceil(-s.Tokens)), m.perPeriod))
 	}
 	return check.AddFloat(max(s.Last, now), m.durationFromTokens(-s.Tokens))
 }
@@ -257,6 +253,16 @@ func (m *Model) resetAfter(cur State, now int64) time.Duration {
 	return time.Duration(check.Ceil(ns) + cur.Last - now)
 }
 
+// afterRefills is the instant of the n-th refill after the one at last
+// (interval mode), saturating at Far: Burst refills of 100 years each
+// would overflow.
+func (m *Model) afterRefills(last, n int64) int64 {
+	if n > (check.Far-last)/m.period {
+		return check.Far
+	}
+	return last + n*m.period
+}
+
 // fits reports whether a bucket left with s after a take is within its means:
 // like x/time/rate, it grants when the debt would be repaid in under 1ns.
 // The debt's duration is compared as a float: converted to a Duration, a
@@ -307,17 +313,38 @@ func (m *Model) Reserve(s State, now, permits int64) (next State, due int64, ok 
 	return s, due, true
 }
 
+// Made is the instant a decision read at now, which left s, was made at:
+// now, or Seen for an older instant. A grant's refund takes it as at.
+func (m *Model) Made(s State, now int64) int64 { return max(now, s.Seen) }
+
 // Refund gives back permits taken at instant at, at now or earlier: a
-// cancelled reservation's, or a grant being rolled back. The bucket is left
-// as if they had never been taken: what refilled meanwhile beyond the
-// burst is not given back twice.
+// cancelled reservation's (at is then the cancel's instant: while a
+// reservation waits, the bucket is in debt and loses nothing to the
+// burst), or a grant being rolled back. Had the permits not been taken,
+// the bucket could have lost some of them to its burst as it refilled.
+// From the state's last refill to now that loss is replayed exactly (the
+// permits go back before that refill, which clamps); before it, from at,
+// it is not known, and as much as refilled then is held back. So the
+// bucket never holds more than if the grant had not been made, and holds
+// exactly that when no decision came between the grant and the refund.
+// A grant decided at an instant older than the bucket's (made at Seen)
+// is refunded as if made at at: stricter, never looser.
 func (m *Model) Refund(s State, now, at, permits int64) State {
 	if m.inf {
 		return s
 	}
-	s = m.tokensAt(s, now)
-	s.Tokens = math.Min(s.Tokens+float64(permits), float64(m.burst))
-	return s
+	credit := float64(permits)
+	if m.period > 0 {
+		if tick := check.FloorStart(at, m.period); s.Last > tick {
+			credit -= float64((s.Last - tick) / m.period * m.perPeriod)
+		}
+	} else if s.Last > at {
+		credit -= seconds(s.Last-at) * m.limit
+	}
+	if credit > 0 {
+		s.Tokens = math.Min(s.Tokens+credit, float64(m.burst))
+	}
+	return m.tokensAt(s, now)
 }
 
 // Available is the number of whole tokens in the bucket at now.
@@ -336,7 +363,7 @@ func (m *Model) InitialAt(s State) int64 {
 	}
 	if m.period > 0 {
 		missing := m.burst - int64(math.Floor(s.Tokens))
-		return s.Last + check.CeilDiv(missing, m.perPeriod)*m.period
+		return m.afterRefills(s.Last, check.CeilDiv(missing, m.perPeriod))
 	}
 	full := func(t int64) bool { return m.tokensAt(s, t).Tokens >= float64(m.burst) }
 	guess := check.AddFloat(s.Last, m.durationFromTokens(float64(m.burst)-s.Tokens))

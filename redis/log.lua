@@ -1,0 +1,160 @@
+-- A time-ordered log of grants, shared by the sliding log and the
+-- segmented sliding window (a sliding log whose instants are segment
+-- starts: a grant counts in the newest segment seen, and leaves the window
+-- with it). KEYS[1]: list of entries "instant cum", oldest first, one per
+-- instant that holds grants, where cum is the running total of the permits
+-- granted up to and including the entry, modulo 2^53 so that it stays
+-- exact (only differences are read). KEYS[2]: "base start": the running
+-- total before the oldest entry, and (segmented) the start of the newest
+-- segment seen; missing: 0 0. The permits in the window are cum(newest) -
+-- base. Both keys expire with the newest entry.
+--
+-- Every call costs O(log entries) commands: the entries that left the
+-- window and a refusal's entry are found by binary search over LINDEX,
+-- and dropped with one LTRIM. Every stored entry holds at least one
+-- permit, so the running totals increase along the list: an entry's
+-- difference to base is in [1, 2^53), the newest's in [1, 2^53], where 0
+-- can only mean 2^53.
+
+-- A refund rewrites the entries after the one it changes; past this many,
+-- it does nothing (the grant's permits come back with time).
+local MAX_REWRITE = 128
+
+-- Decides permits p at now on a log whose entries leave the window w
+-- (us) after their instant; seg > 0: instants are starts of segments of
+-- length seg. op 'a' acquires; 'u' takes back p permits granted at the
+-- instant arg (a grant's reply extra: the instant it was recorded at).
+local function log_decide(now, p, op, limit, w, seg, arg)
+  local log, meta = KEYS[1], KEYS[2]
+  local n = redis.call('LLEN', log)
+  local base, start, tn, cn = 0, 0, nil, nil -- tn, cn: the newest entry
+  local dirty = false -- base or start changed: meta is written
+  local function entry(i) return fields(redis.call('LINDEX', log, i)) end
+  -- c - base: the permits up to the entry whose running total is c
+  -- (newest: that entry is the newest).
+  local function upto(c, newest)
+    local d = c - base
+    if d < 0 then d = d + FAR_US end
+    if d == 0 and newest then return FAR_US end
+    return d
+  end
+  -- c plus q permits, modulo 2^53 (exact: c < 2^53, q <= 2^53).
+  local function plus(c, q)
+    if q >= FAR_US - c then return c - (FAR_US - q) end
+    return c + q
+  end
+  -- The smallest i in [lo, hi) at which ok(i) holds, hi if none; ok is
+  -- false then true along the list.
+  local function search(lo, hi, ok)
+    while lo < hi do
+      local m = floor((lo + hi) / 2)
+      if ok(m) then hi = m else lo = m + 1 end
+    end
+    return lo
+  end
+
+  if n > 0 then
+    local m = redis.call('GET', meta)
+    if m then base, start = fields(m) end
+    tn, cn = entry(-1)
+    if entry(0) + w <= now then -- entries left the window: drop them
+      local k = search(1, n, function(i) return entry(i) + w > now end)
+      if k == n then
+        redis.call('DEL', log, meta)
+        n, base, start = 0, 0, 0
+      else
+        local _, c = entry(k - 1)
+        base, dirty = c, true
+        redis.call('LTRIM', log, k, -1)
+        n = n - k
+      end
+    end
+  end
+  -- Where a grant now is recorded: at now, or at the newest entry's
+  -- instant when now is older (the log stays in order, never admitting
+  -- more); segmented: in the newest segment seen.
+  local at = now
+  if seg > 0 then
+    if n > 0 and tn > start then start = tn end -- (a lost start: the newest entry's)
+    at = floor_start(now, seg)
+    if at > start then
+      start = at
+      dirty = dirty or n > 0
+    end
+    at = start
+  elseif n > 0 and tn > now then
+    at = tn
+  end
+  local total = 0
+  if n > 0 then total = upto(cn, true) end
+
+  local granted, retry = true, -1
+  if op == 'u' then -- take back a grant, from the entry it was recorded in
+    local i = search(0, n, function(i) return entry(i) >= arg end)
+    -- An entry at another instant than the grant's is another grant's.
+    if i < n and n - i <= MAX_REWRITE and entry(i) == arg then
+      local tail = redis.call('LRANGE', log, i, -1)
+      local before = 0 -- the permits up to entry i - 1
+      if i > 0 then
+        local _, c = entry(i - 1)
+        before = upto(c, false)
+      end
+      local _, ci = fields(tail[1])
+      local has = upto(ci, i == n - 1) - before -- entry i's permits
+      local q = min(p, has)
+      local kept, m = {}, 0
+      for j = 1, #tail do
+        local t, c = fields(tail[j])
+        if j > 1 or q < has then -- entry i goes when it is left empty
+          m = m + 1
+          kept[m] = format('%d %d', t, plus(c, FAR_US - q))
+          tn, cn = t, plus(c, FAR_US - q)
+        end
+      end
+      total, n = total - q, i + m
+      if i > 0 then redis.call('LTRIM', log, 0, i - 1) else redis.call('DEL', log) end
+      if m > 0 then
+        redis.call('RPUSH', log, unpack(kept, 1, m))
+      elseif n > 0 then
+        tn, cn = entry(-1)
+      end
+      dirty = true
+    end
+  else
+    local want = max(p, 1)
+    local need = want - (limit - total) -- exact, up to 2^53
+    if need > 0 then
+      granted = false
+      -- The oldest entries whose permits, once they leave, make room
+      -- (the newest holds them all when none before it does).
+      local i = search(0, n - 1, function(i)
+        local _, c = entry(i)
+        return upto(c, false) >= need
+      end)
+      retry = entry(i) + w - now
+    elseif p > 0 then
+      if n > 0 and tn == at then
+        cn = plus(cn, p)
+        redis.call('LSET', log, -1, format('%d %d', at, cn))
+      else
+        cn = plus(n > 0 and cn or base, p)
+        redis.call('RPUSH', log, format('%d %d', at, cn))
+        n, tn = n + 1, at
+      end
+      total, dirty = total + p, true
+    end
+  end
+
+  local reset = 0
+  if n > 0 then reset = tn + w - now end
+  if dirty then
+    if n == 0 then
+      redis.call('DEL', log, meta)
+    else
+      local ms = format('%d', expiry_ms(reset))
+      redis.call('SET', meta, format('%d %d', base, start), 'PXAT', ms)
+      redis.call('PEXPIREAT', log, ms)
+    end
+  end
+  return reply(granted, limit - total, retry, reset, granted and at or 0)
+end
