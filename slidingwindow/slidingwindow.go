@@ -223,7 +223,7 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 		}
 		d.Remaining = m.limit - s.Total
 	} else {
-		prev := m.previous(s, now) // weight(s, now), computed once
+		prev := m.previous(s, now)                          // weight(s, now), computed once
 		if prev+float64(s.Total) <= float64(m.limit-want) { // fits(s, now, want)
 			d.Granted = true
 			s.Total += permits
