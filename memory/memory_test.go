@@ -54,6 +54,8 @@ func TestConformance(t *testing.T) {
 	t.Run("Factory", func(t *testing.T) { ratelimittest.Run(t, fromFactory) })
 }
 
+func TestExtremes(t *testing.T) { ratelimittest.RunExtremes(t, factory) }
+
 func TestRealClock(t *testing.T) {
 	t.Run("New", func(t *testing.T) { ratelimittest.RunRealClock(t, factory) })
 	t.Run("Factory", func(t *testing.T) { ratelimittest.RunRealClock(t, fromFactory) })

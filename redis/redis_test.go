@@ -64,6 +64,10 @@ func TestConformanceRedis(t *testing.T) {
 	ratelimittest.Run(t, factory(realClient(t)), ratelimittest.Tick(time.Microsecond))
 }
 
+func TestExtremesRedis(t *testing.T) {
+	ratelimittest.RunExtremes(t, factory(realClient(t)), ratelimittest.Tick(time.Microsecond))
+}
+
 // TestRealClock: the bounds on Redis's own clock, 16 goroutines sharing a
 // client (their decisions batched), and without coalescing.
 func TestRealClock(t *testing.T) {
