@@ -150,3 +150,73 @@ func cpuTime() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkRealClockAdmission measures over-admission on the real clock:
+// 32 goroutines call Acquire(1) for 300ms per iteration, and the metric
+// admitted/bound is the permits granted over the algorithm's bound for the
+// run's length (Burst + Rate×elapsed for a bucket, Limit per window begun
+// for the windows): at most 1 for a correct limiter. x/time/rate's AllowN
+// runs beside the token bucket in the same benchmark. It reports the
+// largest ratio of the iterations (run with -benchtime=3x or more).
+func BenchmarkRealClockAdmission(b *testing.B) {
+	const workers, run = 32, 300 * time.Millisecond
+	const window = 10 * time.Millisecond
+	windows := func(d time.Duration) float64 { return float64(d/window + 1) }
+	cases := []struct {
+		name  string
+		allow func() func() bool // a fresh limiter's Acquire(1)
+		bound func(d time.Duration) float64
+	}{
+		{"x-time-rate", func() func() bool {
+			l := rate.NewLimiter(1e6, 100)
+			return func() bool { return l.AllowN(time.Now(), 1) }
+		}, func(d time.Duration) float64 { return 100 + 1e6*d.Seconds() }},
+		{"tokenbucket", acquirer(tokenbucket.Config{Rate: 1e6, Burst: 100}), func(d time.Duration) float64 { return 100 + 1e6*d.Seconds() }},
+		{"fixedwindow", acquirer(fixedwindow.Config{Limit: 1000, Window: window}), func(d time.Duration) float64 { return 1000 * (windows(d) + 1) }},
+		{"slidingwindow-weighted", acquirer(slidingwindow.Config{Limit: 1000, Window: window}), func(d time.Duration) float64 { return 1000 * (windows(d) + 1) }},
+		{"slidingwindow-segmented", acquirer(slidingwindow.Config{Limit: 1000, Window: window, Segments: 10}), func(d time.Duration) float64 {
+			return 1000 * float64(d/(window-window/10)+1)
+		}},
+		{"slidinglog", acquirer(slidinglog.Config{Limit: 1000, Window: window}), func(d time.Duration) float64 { return 1000 * windows(d) }},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			worst := 0.0
+			for i := 0; i < b.N; i++ {
+				allow := c.allow()
+				var granted atomic.Int64
+				var wg sync.WaitGroup
+				start := time.Now()
+				stop := start.Add(run)
+				for w := 0; w < workers; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for time.Now().Before(stop) {
+							if allow() {
+								granted.Add(1)
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				worst = max(worst, float64(granted.Load())/c.bound(time.Since(start)))
+			}
+			b.ReportMetric(worst, "admitted/bound")
+		})
+	}
+}
+
+// acquirer makes a limiter of cfg and returns its Acquire(1).
+func acquirer(cfg ratelimit.Config) func() func() bool {
+	return func() func() bool {
+		l, err := memory.New(cfg)
+		if err != nil {
+			panic(err)
+		}
+		return func() bool {
+			lease, _ := l.Acquire(context.Background(), 1)
+			return lease.Acquired()
+		}
+	}
+}
