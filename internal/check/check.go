@@ -15,8 +15,9 @@ import (
 // overflow an int64.
 const MaxLimit = 1 << 53
 
-// MaxDuration bounds windows and periods: 100 years. Instants up to two
-// windows past any date before 2170 then fit in int64 nanoseconds.
+// MaxDuration bounds windows and periods: 100 years. Two windows past any
+// decision made before 2055 end before Far; later, sums of instants and
+// durations saturate at Far (Add, AddFloat) rather than overflow.
 const MaxDuration = 100 * 365 * 24 * time.Hour
 
 // Count checks that v is in [min, MaxLimit].

@@ -1,0 +1,838 @@
+package tokenbucket
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/check"
+)
+
+// Tests of the reference model, in the style of x/time/rate's rate_test.go:
+// fixed instants t0..t9 and step tables run through one t.Helper function,
+// then properties over random sequences whose instants go back by up to a
+// skew (the memory backend reads its clock before its lock), the extreme
+// configurations Validate accepts, parity with x/time/rate, and Refund.
+
+const d = 100 * time.Millisecond
+
+var (
+	t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	t1 = t0 + 1*int64(d)
+	t2 = t0 + 2*int64(d)
+	t3 = t0 + 3*int64(d)
+	t4 = t0 + 4*int64(d)
+	t9 = t0 + 9*int64(d)
+)
+
+// step is one request and the decision expected for it. retry is checked
+// for refusals only (a grant's RetryAfter is never read).
+type step struct {
+	at    int64
+	n     int64
+	ok    bool
+	rem   int64
+	retry time.Duration
+}
+
+// run applies steps to s in order and checks each decision.
+func run(t *testing.T, m *Model, s State, steps []step) State {
+	t.Helper()
+	for i, st := range steps {
+		var got ratelimit.Decision
+		s, got = m.Step(s, st.at, st.n)
+		if got.Granted != st.ok || got.Remaining != st.rem {
+			t.Errorf("step %d: Step(t0%+v, %d) = granted %v remaining %d, want %v %d",
+				i, time.Duration(st.at-t0), st.n, got.Granted, got.Remaining, st.ok, st.rem)
+		}
+		if !st.ok && got.RetryAfter != st.retry {
+			t.Errorf("step %d: Step(t0%+v, %d).RetryAfter = %v (%dns), want %v (%dns)",
+				i, time.Duration(st.at-t0), st.n, got.RetryAfter, int64(got.RetryAfter), st.retry, int64(st.retry))
+		}
+	}
+	return s
+}
+
+func model(t *testing.T, c Config) *Model {
+	t.Helper()
+	m, err := NewModel(c)
+	if err != nil {
+		t.Fatalf("NewModel(%+v): %v", c, err)
+	}
+	return &m
+}
+
+// TestStepBurst3 is x/time/rate's TestLimiterBurst3, with the RetryAfter of
+// every refusal: the 1ns grace makes it 1ns below a token's 100ms.
+func TestStepBurst3(t *testing.T) {
+	m := model(t, Config{Rate: 10, Burst: 3})
+	const tok = 100*time.Millisecond - 1
+	run(t, m, m.Initial(), []step{
+		{t0, 2, true, 1, 0},
+		{t0, 2, false, 1, tok},
+		{t0, 1, true, 0, 0},
+		{t0, 1, false, 0, tok},
+		{t1, 2, false, 1, tok},
+		{t2, 1, true, 1, 0},
+		{t3, 1, true, 1, 0},
+		{t4, 1, true, 1, 0},
+		{t4, 1, true, 0, 0},
+		{t4, 1, false, 0, tok},
+		{t9, 3, true, 0, 0},
+		{t9, 0, false, 0, tok}, // a status check wants one token
+	})
+}
+
+// TestStepInterval: 2 tokens at every multiple of 300ms since the epoch
+// (t0 is one), at most 3 saved up.
+func TestStepInterval(t *testing.T) {
+	m := model(t, Config{Period: 300 * time.Millisecond, PerPeriod: 2, Burst: 3})
+	run(t, m, m.Initial(), []step{
+		{t0, 3, true, 0, 0},
+		{t0, 1, false, 0, 300 * time.Millisecond},
+		{t2, 1, false, 0, 100 * time.Millisecond},
+		{t3 - 1, 2, false, 0, 1},
+		{t3, 2, true, 0, 0},
+		{t3, 1, false, 0, 300 * time.Millisecond},
+		{t9, 3, true, 0, 0}, // t9 = t0+900ms: full again
+		{t9 + 1, 3, false, 0, 600*time.Millisecond - 1},
+	})
+}
+
+// TestOlderInstantRefillsNothing is the reproduction of the double refill:
+// a decision at an instant older than the state's (another goroutine
+// decided first) must not refill the interval between them twice.
+// Rate 1, Burst 2: at T one token is left; at T-0.9s nothing refills, so
+// the second takes the last token; at T+0.1s only 0.1 token has come back.
+// All three were granted.
+func TestOlderInstantRefillsNothing(t *testing.T) {
+	m := model(t, Config{Rate: 1, Burst: 2})
+	T := t9
+	run(t, m, m.Initial(), []step{
+		{T, 1, true, 1, 0},
+		{T - 900*int64(time.Millisecond), 1, true, 0, 0},
+		{T + 100*int64(time.Millisecond), 1, false, 0, 900*time.Millisecond - 1},
+	})
+	// As x/time/rate's TestLimiterJumpBackwards, but never more than a
+	// moment later would have granted.
+	m = model(t, Config{Rate: 10, Burst: 3})
+	run(t, m, m.Initial(), []step{
+		{t1, 1, true, 2, 0},
+		{t0, 1, true, 1, 0},
+		{t0, 1, true, 0, 0},
+		{t0, 1, false, 0, 100*time.Millisecond - 1 + time.Duration(t1-t0)},
+		{t1, 1, false, 0, 100*time.Millisecond - 1},
+		{t2, 1, true, 0, 0},
+		{t2, 1, false, 0, 100*time.Millisecond - 1},
+	})
+}
+
+// TestRetryAfterLikeXTimeRate: Rate 5, Burst 5, emptied at T; at T+7ms one
+// token is 193ms of refill away less the 1ns grace, the instant at which
+// x/time/rate's AllowN grants it. When names that instant and Reserve's
+// due is it too.
+func TestRetryAfterLikeXTimeRate(t *testing.T) {
+	m := model(t, Config{Rate: 5, Burst: 5})
+	T := t0
+	at := T + 7*int64(time.Millisecond)
+	s := run(t, m, m.Initial(), []step{
+		{T, 5, true, 0, 0},
+		{at, 1, false, 0, 192999999},
+	})
+	const r = 192999999
+	if got := m.When(s, at, 1); got != at+r {
+		t.Errorf("When(s, T+7ms, 1) = T+7ms%+v, want +%v", time.Duration(got-at), time.Duration(r))
+	}
+	if _, due, ok := m.Reserve(s, at, 1); !ok || due != at+r {
+		t.Errorf("Reserve(s, T+7ms, 1) = due T+7ms%+v ok %v, want +%v true", time.Duration(due-at), ok, time.Duration(r))
+	}
+	if _, d := m.Step(s, at+r-1, 1); d.Granted {
+		t.Errorf("granted at T+7ms+%v, 1ns before RetryAfter", time.Duration(r-1))
+	}
+	if _, d := m.Step(s, at+r, 1); !d.Granted {
+		t.Errorf("refused at T+7ms+%v, the RetryAfter", time.Duration(r))
+	}
+	// The oracle agrees on both instants.
+	for _, c := range []struct {
+		at int64
+		ok bool
+	}{{at + r - 1, false}, {at + r, true}} {
+		lim := rate.NewLimiter(5, 5)
+		lim.AllowN(time.Unix(0, T), 5)
+		if got := lim.AllowN(time.Unix(0, c.at), 1); got != c.ok {
+			t.Errorf("x/time/rate AllowN(T+7ms+%v, 1) = %v, want %v", time.Duration(c.at-at), got, c.ok)
+		}
+	}
+}
+
+// TestHugeDebtIsRefused: Rate 1e-9 (one token in 31.7 years), Burst 1.
+// Nine reservations after the bucket's token put it 9 tokens (285 years)
+// into debt; asking one more makes ten, 317 years, which overflowed a
+// Duration to a negative number that counted as "fits". A reservation due
+// past check.Far is refused and changes nothing.
+func TestHugeDebtIsRefused(t *testing.T) {
+	m := model(t, Config{Rate: 1e-9, Burst: 1})
+	T := int64(time.Second) // near the epoch, so that 9 tokens' wait ends before Far
+	s := m.Initial()
+	for i := int64(0); i <= 9; i++ {
+		var due int64
+		var ok bool
+		s, due, ok = m.Reserve(s, T, 1)
+		if want := T + i*1e18; !ok || due < want-1000 || due > want { // float64 rounding: 1e-15 relative
+			t.Errorf("reservation %d: due %v ok %v, want about %v (i×31.7 years) true", i, due, ok, want)
+		}
+	}
+	if s.Tokens != -9 {
+		t.Errorf("after reserving 9 tokens of debt, Tokens = %v, want -9", s.Tokens)
+	}
+	for _, n := range []int64{0, 1} {
+		_, d := m.Step(s, T, n)
+		if d.Granted {
+			t.Errorf("Step(s in 285 years of debt, T, %d) granted", n)
+		}
+		if d.RetryAfter != time.Duration(check.Far-T) {
+			t.Errorf("Step(s, T, %d).RetryAfter = %v, want the cap Far-T = %v", n, d.RetryAfter, time.Duration(check.Far-T))
+		}
+	}
+	if got := m.When(s, T, 1); got != check.Far {
+		t.Errorf("When(s, T, 1) = %v, want Far", got)
+	}
+	next, due, ok := m.Reserve(s, T, 1)
+	if ok || next != s {
+		t.Errorf("Reserve(s, T, 1) past Far = %+v due %v ok %v, want s unchanged and ok false", next, due, ok)
+	}
+	if due < check.Far {
+		t.Errorf("Reserve(s, T, 1) past Far reports due %v, before Far", due)
+	}
+}
+
+// TestRetryAfterNotCapped: Rate rate.Every(95 years), Burst 1, in 2026: a
+// token is back in 2121, before check.Far (2255), so the RetryAfter is exact,
+// not cut at 2116 (2^62 ns, an earlier cap).
+func TestRetryAfterNotCapped(t *testing.T) {
+	m := model(t, Config{Rate: rate.Every(95 * 365 * 24 * time.Hour), Burst: 1})
+	s, _ := m.Step(m.Initial(), t0, 1)
+	_, d := m.Step(s, t0, 1)
+	if d.Granted {
+		t.Fatal("second token granted at once")
+	}
+	r := int64(d.RetryAfter)
+	if at := time.Unix(0, t0+r).UTC(); at.Year() != 2120 && at.Year() != 2121 {
+		t.Errorf("RetryAfter names %v, want 95 years after 2026-01-01", at)
+	}
+	checkRetry(t, m, s, t0, 1, d.RetryAfter)
+}
+
+// checkRetry checks that a refusal's RetryAfter r at now is exact: the same
+// request on the same state is refused at now+r-1 and granted at now+r,
+// unless now+r is check.Far, the documented cap.
+func checkRetry(t *testing.T, m *Model, s State, now, n int64, r time.Duration) {
+	t.Helper()
+	if msg := retryError(m, s, now, n, r); msg != "" {
+		t.Error(msg)
+	}
+}
+
+// retryError is checkRetry's verdict: what is wrong, or "".
+func retryError(m *Model, s State, now, n int64, r time.Duration) string {
+	if r <= 0 || now+int64(r) > check.Far {
+		return fmt.Sprintf("refusal of %d at %d has RetryAfter %v: not in (0, Far-now]", n, now, r)
+	}
+	if _, d := m.Step(s, now+int64(r)-1, n); d.Granted {
+		return fmt.Sprintf("state %+v, %d permits: refused at %d with RetryAfter %v (%dns), but granted 1ns before", s, n, now, r, int64(r))
+	}
+	if now+int64(r) == check.Far {
+		return ""
+	}
+	if _, d := m.Step(s, now+int64(r), n); !d.Granted {
+		return fmt.Sprintf("state %+v, %d permits: refused at %d with RetryAfter %v (%dns), and refused then too (RetryAfter %v)", s, n, now, r, int64(r), d.RetryAfter)
+	}
+	return ""
+}
+
+// ---- random sequences with out-of-order instants ----
+
+type call struct{ at, n int64 }
+
+// calls returns n requests whose instants follow a clock that moves forward
+// by up to gap, each read up to skew before the clock (a third of them),
+// asking 0 (status check) to capacity permits.
+func calls(r *rand.Rand, base int64, n int, gap, skew, capacity int64) []call {
+	cs := make([]call, n)
+	clock := base
+	for i := range cs {
+		if r.Intn(4) > 0 {
+			clock += r.Int63n(gap + 1)
+		}
+		at := clock
+		if r.Intn(3) == 0 {
+			at -= r.Int63n(skew + 1)
+		}
+		var p int64
+		switch r.Intn(10) {
+		case 0:
+			p = 0
+		case 1:
+			p = capacity
+		default:
+			p = 1 + r.Int63n(min(capacity, 3))
+		}
+		cs[i] = call{at, p}
+	}
+	return cs
+}
+
+// grant is a grant of n permits (n > 0) at effective instant at: the
+// newest instant of any decision up to it. The model promises that a
+// decision at an older instant is made at the newest it has seen, and the
+// memory backend, which reads its clock before its lock, decided it after
+// all of those.
+type grant struct {
+	step int
+	at   int64
+	n    int64
+}
+
+// exercise runs cs on a fresh state and checks, at every step: a refusal
+// at an instant no older than any before it has an exact RetryAfter, and
+// When and Reserve agree with it; InitialAt is exactly where the state
+// becomes idle. It returns the grants at their effective instants.
+func exercise(t *testing.T, m *Model, cs []call) []grant {
+	t.Helper()
+	s := m.Initial()
+	seen := int64(math.MinInt64)
+	var gs []grant
+	fails := 0
+	for i, c := range cs {
+		pre := s
+		newest := c.at >= seen
+		var d ratelimit.Decision
+		s, d = m.Step(s, c.at, c.n)
+		seen = max(seen, c.at)
+		if d.Granted && c.n > 0 {
+			gs = append(gs, grant{i, seen, c.n})
+		}
+		if d.Remaining < 0 || d.Remaining > m.burst {
+			t.Errorf("step %d: Remaining %d out of [0, %d]", i, d.Remaining, m.burst)
+		}
+		if !d.Granted && newest && c.n > 0 {
+			checkRetry(t, m, pre, c.at, c.n, d.RetryAfter)
+			if w := m.When(pre, c.at, c.n); w != c.at+int64(d.RetryAfter) {
+				t.Errorf("step %d: When = now%+v, RetryAfter %v", i, time.Duration(w-c.at), d.RetryAfter)
+			}
+			if _, due, ok := m.Reserve(pre, c.at, c.n); due != c.at+int64(d.RetryAfter) || ok != (due < check.Far) {
+				t.Errorf("step %d: Reserve due now%+v ok %v, RetryAfter %v", i, time.Duration(due-c.at), ok, d.RetryAfter)
+			}
+		}
+		checkInitialAt(t, m, s, seen)
+		if t.Failed() {
+			if fails++; fails > 5 {
+				t.Fatalf("stopping at step %d of %d; calls so far: %v", i, len(cs), cs[max(0, i-10):i+1])
+			}
+		}
+	}
+	return gs
+}
+
+// idle reports whether s, at now, is the initial state for every request:
+// the whole Burst is there.
+func idle(m *Model, s State, now int64) bool {
+	_, d := m.Step(s, now, 0)
+	_, all := m.Step(s, now, m.burst)
+	return d.Remaining == m.burst && all.Granted
+}
+
+// checkInitialAt checks that s, whose newest decision was at seen, is idle
+// from InitialAt(s) on and not 1ns before.
+func checkInitialAt(t *testing.T, m *Model, s State, seen int64) {
+	t.Helper()
+	at := m.InitialAt(s)
+	if probe := max(at, seen); probe <= check.Far && !idle(m, s, probe) {
+		t.Errorf("state %+v: InitialAt %d, but not idle at %d", s, at, probe)
+	}
+	if at != math.MinInt64 && at-1 >= seen && idle(m, s, at-1) {
+		t.Errorf("state %+v: InitialAt %d, but already idle 1ns before", s, at)
+	}
+}
+
+// checkContinuous checks that the permits granted in any span [a, b] of
+// effective instants are at most Burst + Rate×(b-a), plus Rate×1ns for the
+// grace of fits, plus float rounding.
+func checkContinuous(t *testing.T, burst int64, r float64, gs []grant, cs []call) {
+	t.Helper()
+	if len(gs) == 0 {
+		return
+	}
+	base := gs[0].at
+	best, bi := math.Inf(-1), 0 // max over i of r×x_i - (permits before i)
+	sum := 0.0
+	before := make([]float64, len(gs)) // permits granted before each grant
+	for j, g := range gs {
+		x := float64(g.at-base) / 1e9
+		before[j] = sum
+		if c := r*x - sum; c > best {
+			best, bi = c, j
+		}
+		sum += float64(g.n)
+		excess := sum - r*x + best
+		tol := 1e-9*(float64(burst)+sum+r*x) + r*1e-9
+		if excess > float64(burst)+tol {
+			a := gs[bi]
+			t.Fatalf("%v permits granted in [%d, %d] (steps %d..%d, a span of %v): more than Burst %d + Rate %v × span = %v\ncalls: %v",
+				sum-before[bi], a.at, g.at, a.step, g.step, time.Duration(g.at-a.at), burst, r,
+				float64(burst)+r*float64(g.at-a.at)/1e9, cs[max(0, a.step-5):g.step+1])
+		}
+	}
+}
+
+// checkInterval checks that the permits granted in any span [a, b] are at
+// most Burst + PerPeriod × (multiples of Period in (a, b]).
+func checkInterval(t *testing.T, burst, period, per int64, gs []grant, cs []call) {
+	t.Helper()
+	if len(gs) == 0 {
+		return
+	}
+	k0 := check.FloorStart(gs[0].at, period) / period
+	tick := func(at int64) int64 { return check.FloorStart(at, period)/period - k0 }
+	best, bi := int64(math.MinInt64), 0
+	var sum int64
+	for j, g := range gs {
+		if c := per*tick(g.at) - sum; c > best {
+			best, bi = c, j
+		}
+		sum += g.n
+		if excess := sum - per*tick(g.at) + best; excess > burst {
+			a := gs[bi]
+			t.Fatalf("granted %d permits in [%d, %d] (steps %d..%d), more than Burst %d + %d×%d refills\ncalls: %v",
+				excess+per*(tick(g.at)-tick(a.at)), a.at, g.at, a.step, g.step, burst, per, tick(g.at)-tick(a.at), cs[max(0, a.step-5):g.step+1])
+		}
+	}
+}
+
+var randomConfigs = []struct {
+	c         Config
+	gap, skew time.Duration
+}{
+	{Config{Rate: 1, Burst: 1}, 1500 * time.Millisecond, time.Second},
+	{Config{Rate: 10, Burst: 3}, 80 * time.Millisecond, 300 * time.Millisecond},
+	{Config{Rate: 0.7, Burst: 5}, 2 * time.Second, 7 * time.Second},
+	{Config{Rate: 1.0 / 3, Burst: 2}, 5 * time.Second, 6 * time.Second},
+	{Config{Rate: 1e6, Burst: 7}, 3 * time.Microsecond, 7 * time.Microsecond},
+	{Config{Rate: 3e9, Burst: 5}, 2, 2}, // three tokens a nanosecond: the 1ns grace matters
+	{Config{Period: time.Second, PerPeriod: 1, Burst: 1}, 1500 * time.Millisecond, time.Second},
+	{Config{Period: 333 * time.Millisecond, PerPeriod: 2, Burst: 5}, 300 * time.Millisecond, 333 * time.Millisecond},
+	{Config{Period: 7, PerPeriod: 3, Burst: 4}, 9, 7},
+	{Config{Period: time.Second, PerPeriod: 5, Burst: 2}, time.Second, time.Second},
+}
+
+// TestOutOfOrder runs a few thousand requests per configuration whose
+// instants go back by up to a skew and forward again, and checks the bound,
+// RetryAfter, When, Reserve and InitialAt at every step.
+func TestOutOfOrder(t *testing.T) {
+	for i, rc := range randomConfigs {
+		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
+			m := model(t, rc.c)
+			for seed := int64(1); seed <= 3; seed++ {
+				r := rand.New(rand.NewSource(seed))
+				cs := calls(r, t0+r.Int63n(int64(time.Hour)), 3000, int64(rc.gap), int64(rc.skew), m.burst)
+				gs := exercise(t, m, cs)
+				if m.period > 0 {
+					checkInterval(t, m.burst, m.period, m.perPeriod, gs, cs)
+				} else {
+					checkContinuous(t, m.burst, m.limit, gs, cs)
+				}
+			}
+		})
+	}
+	t.Run("Inf", func(t *testing.T) {
+		m := model(t, Config{Rate: rate.Inf, Burst: 3})
+		r := rand.New(rand.NewSource(1))
+		for _, c := range calls(r, t0, 1000, int64(time.Millisecond), int64(time.Millisecond), 3) {
+			if _, d := m.Step(m.Initial(), c.at, c.n); !d.Granted {
+				t.Fatalf("rate.Inf refused %v", c)
+			}
+		}
+		exercise(t, m, calls(r, t0, 1000, 10, 10, 3))
+	})
+}
+
+// TestStatusCheckInstantForgotten: a status check at T+0.9s on a full
+// bucket (Burst 1, Rate 1) changes nothing, so a grant decided after it
+// with an older clock reading (T) refills from T: the next token comes at
+// T+1s, 0.1s after the status check. Under the lock the grant happened
+// after T+0.9s, so two permits pass within 0.1s with Burst 1. The
+// decision-instants bound of TestOutOfOrder checks this in general.
+func TestStatusCheckInstantForgotten(t *testing.T) {
+	m := model(t, Config{Rate: 1, Burst: 1})
+	T := t0
+	ms := int64(time.Millisecond)
+	run(t, m, m.Initial(), []step{
+		{T + 900*ms, 0, true, 1, 0},
+		{T, 1, true, 0, 0},
+		{T + 1000*ms, 1, false, 0, 900*time.Millisecond - 1},
+	})
+}
+
+// ---- extreme configurations ----
+
+// within runs f in a goroutine and fails the test if it has not returned
+// after limit (or half the time left before the test's deadline): a model
+// that loops is a failure, not a hang. f reports through errorf, whose
+// messages the test logs once f has returned.
+func within(t *testing.T, limit time.Duration, what string, f func(errorf func(string, ...any))) {
+	t.Helper()
+	if dl, ok := t.Deadline(); ok {
+		if left := time.Until(dl) / 2; left < limit {
+			limit = left
+		}
+	}
+	var errs []string
+	errorf := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(errorf)
+	}()
+	select {
+	case <-done:
+		for _, e := range errs {
+			t.Error(e)
+		}
+	case <-time.After(limit):
+		t.Fatalf("%s did not return within %v", what, limit)
+	}
+}
+
+// minRate is the smallest rate Validate accepts for burst: Burst/Rate is 100 years.
+func minRate(t *testing.T, burst int) rate.Limit {
+	r := float64(burst) / check.MaxDuration.Seconds()
+	for (Config{Rate: rate.Limit(r), Burst: burst}).Validate() != nil {
+		r = math.Nextafter(r, math.Inf(1))
+	}
+	if below := math.Nextafter(r, 0); (Config{Rate: rate.Limit(below), Burst: burst}).Validate() == nil {
+		t.Fatalf("Rate %v is valid for Burst %d, below %v", below, burst, r)
+	}
+	return rate.Limit(r)
+}
+
+// TestExtremeConfigs: the largest and smallest values Validate accepts.
+// Step, When, Reserve and InitialAt return promptly, a refusal's RetryAfter
+// is exact (or the cap Far-now), and InitialAt is where the bucket is full.
+func TestExtremeConfigs(t *testing.T) {
+	const big = 1 << 53
+	cfgs := []Config{
+		{Rate: rate.Inf, Burst: 1},
+		{Rate: rate.Inf, Burst: big},
+		{Rate: minRate(t, 1), Burst: 1},
+		{Rate: minRate(t, 2), Burst: 2},
+		{Rate: minRate(t, big), Burst: big},
+		{Rate: math.MaxFloat64, Burst: 1},
+		{Rate: math.MaxFloat64, Burst: big},
+		{Rate: 1e-9, Burst: 1},
+		{Rate: 1, Burst: 3_000_000_000},
+		{Rate: 1e9, Burst: big},
+		{Period: 1, PerPeriod: 1, Burst: 1},
+		{Period: 1, PerPeriod: 1, Burst: big},
+		{Period: 1, PerPeriod: big, Burst: big},
+		{Period: check.MaxDuration, PerPeriod: 1, Burst: 1},
+		{Period: check.MaxDuration, PerPeriod: 1, Burst: big},
+		{Period: check.MaxDuration, PerPeriod: big, Burst: 1},
+		{Period: check.MaxDuration - 1, PerPeriod: 3, Burst: 7},
+	}
+	bases := []int64{0, 1, t0, time.Date(2154, 12, 31, 0, 0, 0, 0, time.UTC).UnixNano()}
+	for _, c := range cfgs {
+		if c.Validate() != nil {
+			continue
+		}
+		for _, base := range bases {
+			t.Run(fmt.Sprintf("%+v/%v", c, time.Unix(0, base).UTC().Format("2006")), func(t *testing.T) {
+				m := model(t, c)
+				within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) { extreme(errorf, m, base) })
+			})
+		}
+	}
+}
+
+// extreme drains the bucket at base, asks again at once and later, and
+// checks every refusal and InitialAt, reporting through errorf.
+func extreme(errorf func(string, ...any), m *Model, base int64) {
+	b := m.burst
+	s := m.Initial()
+	s, d := m.Step(s, base, b)
+	if !d.Granted {
+		errorf("full bucket refused Burst %d at %d", b, base)
+		return
+	}
+	for _, at := range []int64{base, base + 1, base + int64(time.Second), base + int64(check.MaxDuration)/2} {
+		for _, n := range []int64{1, 2, b / 2, b} {
+			if n < 1 || n > b || at >= y2155 {
+				continue
+			}
+			_, d := m.Step(s, at, n)
+			w := m.When(s, at, n)
+			_, due, ok := m.Reserve(s, at, n)
+			if d.Granted {
+				if w != at || due != at || !ok {
+					errorf("granted %d at %d, but When %d, Reserve due %d ok %v", n, at, w, due, ok)
+				}
+				continue
+			}
+			if msg := retryError(m, s, at, n, d.RetryAfter); msg != "" {
+				errorf("%s", msg)
+			}
+			if w != at+int64(d.RetryAfter) || due != w || ok != (w < check.Far) {
+				errorf("Step(%d) at %d: RetryAfter %v, When +%v, Reserve due +%v ok %v", n, at, d.RetryAfter, time.Duration(w-at), time.Duration(due-at), ok)
+			}
+		}
+	}
+	ia := m.InitialAt(s)
+	if ia == math.MinInt64 {
+		if !idle(m, s, base) {
+			errorf("InitialAt says idle, but not idle at %d", base)
+		}
+		return
+	}
+	if ia > check.Far || ia <= base {
+		errorf("InitialAt %d after draining at %d: not in (base, Far]", ia, base)
+		return
+	}
+	if ia < check.Far && !idle(m, s, ia) {
+		errorf("not idle at InitialAt %d", ia)
+	}
+	if idle(m, s, ia-1) {
+		errorf("idle 1ns before InitialAt %d", ia)
+	}
+}
+
+// y2155 is where the documented range of decision instants ends: every
+// fill time Validate accepts ends before check.Far for decisions before it.
+var y2155 = time.Date(2155, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+
+// ---- parity with golang.org/x/time/rate ----
+
+// TestParityWithXTimeRateModel: on non-decreasing instants, Step grants
+// exactly what rate.Limiter.AllowN grants, and the bucket holds the same
+// float64 as TokensAt, bit for bit.
+func TestParityWithXTimeRateModel(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	var grants, refusals int
+	for seq := 0; seq < 300; seq++ {
+		var lim float64
+		switch seq % 4 {
+		case 0:
+			lim = float64(1 + r.Intn(1000))
+		case 1:
+			lim = r.Float64() * 10
+		case 2:
+			lim = r.ExpFloat64() * 1e6
+		default:
+			lim = 1 / float64(1+r.Intn(100)) // 1/3, 1/7...: no exact binary form
+		}
+		lim = max(lim, 1e-3)
+		burst := 1 + r.Intn(20)
+		m := model(t, Config{Rate: rate.Limit(lim), Burst: burst})
+		oracle := rate.NewLimiter(rate.Limit(lim), burst)
+		s := m.Initial()
+		now := t0 + r.Int63n(int64(time.Hour))
+		perToken := 1e9 / lim
+		for i := 0; i < 200; i++ {
+			switch r.Intn(4) {
+			case 0:
+			case 1:
+				now += r.Int63n(1000)
+			default:
+				now += int64(r.Float64() * 2 * perToken * float64(1+r.Intn(burst)))
+			}
+			n := 1 + r.Int63n(int64(burst))
+			at := time.Unix(0, now)
+			if got, want := m.tokensAt(s, now).Tokens, oracle.TokensAt(at); math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("seq %d step %d: tokens %v, x/time/rate %v", seq, i, got, want)
+			}
+			want := oracle.AllowN(at, int(n))
+			var d ratelimit.Decision
+			s, d = m.Step(s, now, n)
+			if d.Granted != want {
+				t.Fatalf("seq %d step %d (Rate %v Burst %d): Step(%d) granted %v, AllowN %v", seq, i, lim, burst, n, d.Granted, want)
+			}
+			if want {
+				grants++
+			} else {
+				refusals++
+			}
+		}
+	}
+	if grants == 0 || refusals == 0 {
+		t.Fatalf("%d grants, %d refusals: the sequences test nothing", grants, refusals)
+	}
+}
+
+// ---- Refund ----
+
+// TestRefundSameInstant: a grant then a Refund at the same instant, given
+// the instant the grant was made at (Made: the caller's, or Seen for an
+// older one), leaves the bucket exactly as it was, moved to that instant:
+// as if the grant had never been made, for grants at older instants too.
+// Given the older instant itself instead, the model documents a stricter
+// refund: never more tokens than without the grant.
+func TestRefundSameInstant(t *testing.T) {
+	for i, rc := range randomConfigs {
+		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
+			m := model(t, rc.c)
+			r := rand.New(rand.NewSource(3))
+			s := m.Initial()
+			older := 0
+			for j, c := range calls(r, t0, 2000, int64(rc.gap), int64(rc.skew), m.burst) {
+				next, d := m.Step(s, c.at, c.n)
+				if d.Granted && c.n > 0 {
+					want := m.tokensAt(s, c.at)
+					if got := m.Refund(next, c.at, m.Made(next, c.at), c.n); got != want {
+						t.Fatalf("call %d %+v on %+v: Refund(Step) = %+v, want %+v", j, c, s, got, want)
+					}
+					if m.Made(s, c.at) > c.at { // a grant at an instant older than the bucket's
+						older++
+						if got := m.Refund(next, c.at, c.at, c.n); got.Tokens > want.Tokens {
+							t.Fatalf("call %d %+v on %+v: Refund(Step) given the older instant holds %v tokens, more than without the grant, %v", j, c, s, got.Tokens, want.Tokens)
+						}
+					}
+				}
+				s = next
+			}
+			if older == 0 {
+				t.Fatal("no grant at an older instant was refunded: the sequence tests too little")
+			}
+		})
+	}
+}
+
+// TestRefundLaterNothingIntervening: a refund later, with no decision in
+// between, leaves the bucket deciding as if the grant had never been made:
+// what refilled past the burst meanwhile is not given back.
+func TestRefundLaterNothingIntervening(t *testing.T) {
+	for i, rc := range randomConfigs {
+		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
+			m := model(t, rc.c)
+			r := rand.New(rand.NewSource(4))
+			s := m.Initial()
+			for _, c := range calls(r, t0, 2000, int64(rc.gap), 0, m.burst) {
+				next, d := m.Step(s, c.at, c.n)
+				if d.Granted && c.n > 0 {
+					later := c.at + r.Int63n(4*int64(rc.gap)+1)
+					refunded := m.Refund(next, later, m.Made(next, c.at), c.n)
+					if refunded.Tokens > float64(m.burst) {
+						t.Fatalf("refund at +%v fills the bucket past Burst: %v", time.Duration(later-c.at), refunded.Tokens)
+					}
+					sameDecisions(t, m, refunded, s, later, r)
+				}
+				s = next
+			}
+		})
+	}
+}
+
+// TestRefundAfterRefillGivesNothing: a token taken at t0 is back at t1 (the
+// bucket is full again); whatever is granted at t1, refunding the t0 grant
+// then must give nothing back: its token already came back with time. The
+// Refunder contract: "a refund never lets more through than the limit".
+func TestRefundAfterRefillGivesNothing(t *testing.T) {
+	m := model(t, Config{Rate: 10, Burst: 3})
+	s := run(t, m, m.Initial(), []step{
+		{t0, 1, true, 2, 0},
+		{t1, 3, true, 0, 0}, // full again at t1: 3 more
+	})
+	s = m.Refund(s, t1, t0, 1)
+	run(t, m, s, []step{
+		{t1, 1, false, 0, 100*time.Millisecond - 1}, // 4 in [t0, t1] would be Burst 3 + 1 token
+	})
+	// Partly: one token taken at t0 from the full bucket, two at t0+50ms.
+	// Without the first grant the bucket would have stayed full until
+	// t0+50ms, its half token of refill lost, and would hold 1.5 tokens at
+	// t1; the refund at t1 must not leave more.
+	m = model(t, Config{Rate: 10, Burst: 3})
+	s = run(t, m, m.Initial(), []step{
+		{t0, 1, true, 2, 0},
+		{t0 + int64(d)/2, 2, true, 0, 0},
+	})
+	s = m.Refund(s, t1, t0, 1)
+	// Without the first grant: 3 at t0, 1 at t0+50ms, 1.5 at t1.
+	_, got := m.Step(s, t1, 2)
+	if got.Granted {
+		t.Errorf("after the refund, Step(2) at t1 granted: the bucket without the refunded grant holds 1.5 tokens")
+	}
+}
+
+// TestRefundNeverExceedsBound: random requests and refunds of earlier
+// grants, at the same instant or later, after other decisions; the grants
+// not refunded keep within the bound.
+func TestRefundNeverExceedsBound(t *testing.T) {
+	for i, rc := range randomConfigs {
+		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
+			m := model(t, rc.c)
+			for seed := int64(1); seed <= 3; seed++ {
+				r := rand.New(rand.NewSource(seed))
+				cs := calls(r, t0, 3000, int64(rc.gap), 0, m.burst)
+				s := m.Initial()
+				var gs []grant
+				refunded := map[int]bool{}
+				made := map[int]int64{} // the instant each grant was made at, which its refund is given
+				for j, c := range cs {
+					if len(gs) > 0 && r.Intn(4) == 0 {
+						g := gs[len(gs)-1-r.Intn(min(len(gs), 4))]
+						if !refunded[g.step] {
+							refunded[g.step] = true
+							s = m.Refund(s, c.at, made[g.step], g.n)
+							continue
+						}
+					}
+					var d ratelimit.Decision
+					if s, d = m.Step(s, c.at, c.n); d.Granted && c.n > 0 {
+						gs = append(gs, grant{j, c.at, c.n})
+						made[j] = m.Made(s, c.at)
+					}
+				}
+				kept := gs[:0:0]
+				for _, g := range gs {
+					if !refunded[g.step] {
+						kept = append(kept, g)
+					}
+				}
+				if m.period > 0 {
+					checkInterval(t, m.burst, m.period, m.perPeriod, kept, cs)
+				} else {
+					checkContinuous(t, m.burst, m.limit, kept, cs)
+				}
+			}
+		})
+	}
+}
+
+// sameDecisions checks that a and b decide alike for every request at a
+// few instants from at on. Their Tokens may differ in the last bits (the
+// same refill summed from different instants), so they are compared to
+// 1e-9 of a token; the decisions are compared exactly, which rounding
+// could only break exactly at a token boundary, and the instants are
+// random.
+func sameDecisions(t *testing.T, m *Model, a, b State, at int64, r *rand.Rand) {
+	t.Helper()
+	for i := 0; i < 5; i++ {
+		ta, tb := m.tokensAt(a, at), m.tokensAt(b, at)
+		if math.Abs(ta.Tokens-tb.Tokens) > 1e-9*float64(m.burst) {
+			t.Fatalf("at %d: refunded bucket holds %v tokens, without the grant %v", at, ta.Tokens, tb.Tokens)
+		}
+		for n := int64(1); n <= m.burst; n++ {
+			_, da := m.Step(a, at, n)
+			_, db := m.Step(b, at, n)
+			if da.Granted != db.Granted || da.Remaining != db.Remaining {
+				t.Fatalf("at %d, %d permits: refunded %+v, without the grant %+v", at, n, da, db)
+			}
+		}
+		at += r.Int63n(m.period + 1)
+		if m.period == 0 {
+			at += r.Int63n(int64(m.perToken) + 1)
+		}
+	}
+}
