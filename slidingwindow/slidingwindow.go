@@ -10,8 +10,10 @@
 //     it may see up to 2×Limit: Limit at the end of a segment, and Limit
 //     again when that segment leaves the window, Window−Window/Segments
 //     later (Limit 10, Window 500ms, 5 segments: Acquire(10) at 450ms and at
-//     900ms are both granted). More segments narrow that edge; memory is 8
-//     bytes per segment, and a decision's time grows with Segments.
+//     900ms are both granted). More segments narrow that edge. It is the
+//     sliding log's log with instants taken to their segment's start: 16
+//     bytes per segment with grants in the window, and O(log n) time per
+//     decision in those n segments, whatever Segments is.
 //   - Weighted (Segments == 0), the two-window counter: the count of the
 //     previous fixed window is weighted by how much of it the sliding window
 //     still overlaps, plus the current window's count. An approximation that
@@ -31,6 +33,7 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/timelog"
 )
 
 // MaxSegments bounds Config.Segments.
@@ -75,24 +78,18 @@ func (c Config) Capacity() int64 { return int64(c.Limit) }
 // QueueOptions returns c.Queue.
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
 
-// State of a sliding window. Segmented: Ring holds the per-segment counts,
-// Start is the start of the newest segment and Total the counts' sum.
-// Weighted: Start is the current fixed window's start, Total its count and
-// Prev the previous window's count. Instants are nanoseconds since the Unix
-// epoch. Step updates the Ring in place.
+// State of a sliding window. Segmented: the log of the segments with
+// grants (entries at segment starts) and their total. Weighted: the
+// current fixed window's start, its count and the previous window's
+// count. Instants are nanoseconds since the Unix epoch. Step updates the
+// log in place; Clone copies it.
 //
 // State is four words, so that Go passes it in registers.
 type State struct {
-	Start int64
-	Total int64
-	Prev  int64
-	Ring  *Ring // segmented only
-}
-
-// Ring is the segmented window's counts: Counts[Head] is the newest segment's.
-type Ring struct {
-	Head   int64
-	Counts []int64
+	start int64 // weighted only
+	total int64
+	prev  int64        // weighted only
+	log   *timelog.Log // segmented only
 }
 
 // Model is the reference model of a validated Config.
@@ -116,92 +113,40 @@ func NewModel(c Config) (Model, error) {
 }
 
 // Initial is an empty window.
-func (m *Model) Initial() State {
-	if m.segments > 0 {
-		return State{Ring: &Ring{Counts: make([]int64, m.segments)}}
-	}
-	return State{}
-}
+func (m *Model) Initial() State { return State{} }
 
-// at moves s forward to now: segments (or windows) that left the window are
-// dropped. Segmented states are changed in place.
+// at moves a weighted state forward to now: the current window becomes the
+// previous one, or both are dropped. An older instant counts in the
+// state's window.
 func (m *Model) at(s State, now int64) State {
-	if m.segments == 0 {
-		if check.Within(now, s.Start, m.window) {
-			return s
-		}
-		switch start := check.FloorStart(now, m.window); {
-		case start <= s.Start:
-		case start == s.Start+m.window:
-			s = State{Start: start, Prev: s.Total}
-		default:
-			s = State{Start: start}
-		}
+	if check.Within(now, s.start, m.window) {
 		return s
 	}
-	if check.Within(now, s.Start, m.seg) {
-		return s
+	switch start := check.FloorStart(now, m.window); {
+	case start <= s.start:
+	case start == s.start+m.window:
+		s = State{start: start, prev: s.total}
+	default:
+		s = State{start: start}
 	}
-	start := check.FloorStart(now, m.seg)
-	if start <= s.Start {
-		return s
-	}
-	r := s.Ring
-	if (start-s.Start)/m.seg >= m.segments {
-		clear(r.Counts)
-		s.Total = 0
-		r.Head = m.index(start)
-	} else {
-		for t := s.Start + m.seg; t <= start; t += m.seg {
-			r.Head = m.next(r.Head)
-			s.Total -= r.Counts[r.Head]
-			r.Counts[r.Head] = 0
-		}
-	}
-	s.Start = start
 	return s
-}
-
-// next and prev step a ring index forward and back.
-func (m *Model) next(i int64) int64 {
-	if i++; i == m.segments {
-		return 0
-	}
-	return i
-}
-
-func (m *Model) prev(i int64) int64 {
-	if i == 0 {
-		return m.segments - 1
-	}
-	return i - 1
-}
-
-func (m *Model) index(start int64) int64 {
-	i := (start / m.seg) % m.segments
-	if i < 0 {
-		i += m.segments
-	}
-	return i
 }
 
 // weight is the weighted form's estimate of the permits in the sliding
 // window ending at now, for a state already moved to now.
 func (m *Model) weight(s State, now int64) float64 {
-	return m.previous(s, now) + float64(s.Total)
+	return m.previous(s, now) + float64(s.total)
 }
 
 // previous is the previous window's share of the weight.
 func (m *Model) previous(s State, now int64) float64 {
-	return float64(s.Prev) * float64(m.window-(now-s.Start)) / float64(m.window)
+	return float64(s.prev) * float64(m.window-(now-s.start)) / float64(m.window)
 }
 
+// fits reports whether permits fit in the weighted window at now. limit -
+// permits is exact in integers; adding permits to the float weight would
+// round above 2^53 and grant past the limit.
 func (m *Model) fits(s State, now, permits int64) bool {
-	if m.segments > 0 {
-		return s.Total+permits <= m.limit
-	}
-	// limit - permits is exact in integers; adding permits to the float
-	// weight would round above 2^53 and grant past the limit.
 	return m.weight(s, now) <= float64(m.limit-permits)
 }
 
@@ -209,106 +154,114 @@ func (m *Model) fits(s State, now, permits int64) bool {
 // A refusal changes nothing but dropping what left the window; its RetryAfter
 // is exact: the same request is granted after it and refused 1ns earlier.
 func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+	if m.segments > 0 {
+		return m.stepSegmented(s, now, permits)
+	}
 	s = m.at(s, now)
 	d := ratelimit.Decision{RetryAfter: -1}
 	want := max(permits, 1)
-	if m.segments > 0 {
-		// s is at now: Available(s, now) is what the ring holds.
-		if s.Total+want <= m.limit {
-			d.Granted = true
-			s.Total += permits
-			s.Ring.Counts[s.Ring.Head] += permits
-		} else {
-			d.RetryAfter = time.Duration(m.earliest(s, now, want) - now)
-		}
-		d.Remaining = m.limit - s.Total
+	prev := m.previous(s, now)                          // weight(s, now), computed once
+	if prev+float64(s.total) <= float64(m.limit-want) { // fits(s, now, want)
+		d.Granted = true
+		s.total += permits
 	} else {
-		prev := m.previous(s, now)                          // weight(s, now), computed once
-		if prev+float64(s.Total) <= float64(m.limit-want) { // fits(s, now, want)
-			d.Granted = true
-			s.Total += permits
-		} else {
-			d.RetryAfter = time.Duration(m.earliest(s, now, want) - now)
-		}
-		d.Remaining = check.Floor(float64(m.limit) - (prev + float64(s.Total)))
+		d.RetryAfter = time.Duration(m.earliest(s, now, want) - now)
 	}
+	d.Remaining = check.Floor(float64(m.limit) - (prev + float64(s.total)))
 	if at := m.InitialAt(s); at > now {
 		d.ResetAfter = time.Duration(at - now)
 	}
 	return s, d
 }
 
-// earliest is the first instant at which permits fit, for s moved to now.
-func (m *Model) earliest(s State, now, permits int64) int64 {
-	if m.segments > 0 {
-		need := s.Total + permits - m.limit
-		i := m.next(s.Ring.Head) // the oldest segment
-		for t := s.Start - (m.segments-1)*m.seg; t <= s.Start; t += m.seg {
-			need -= s.Ring.Counts[i]
-			if need <= 0 {
-				return check.Add(t, m.window)
-			}
-			i = m.next(i)
-		}
-		return check.Add(s.Start, m.window) // unreachable: permits <= limit
+// stepSegmented is Step for the segmented form: a sliding log whose grants
+// are recorded at their segment's start, and so leave the window when
+// their segment does. A decision read at an instant older than one already
+// made is made at that one, in its segment.
+func (m *Model) stepSegmented(s State, now, permits int64) (State, ratelimit.Decision) {
+	if s.log == nil {
+		s.log = new(timelog.Log)
 	}
+	at := s.log.Decide(now)
+	s.total -= s.log.Drop(at, m.window)
+	d := ratelimit.Decision{RetryAfter: -1}
+	if need := s.total + max(permits, 1) - m.limit; need <= 0 {
+		d.Granted = true
+		if permits > 0 {
+			s.log.Push(check.FloorStart(at, m.seg), permits)
+			s.total += permits
+		}
+	} else { // need > 0: the log holds more than need permits
+		d.RetryAfter = time.Duration(s.log.Freed(need, m.window) - now)
+	}
+	d.Remaining = m.limit - s.total
+	if !s.log.Empty() {
+		d.ResetAfter = time.Duration(m.InitialAt(s) - now)
+	}
+	return s, d
+}
+
+// earliest is the first instant at which permits fit in the weighted
+// window, for s moved to now.
+func (m *Model) earliest(s State, now, permits int64) int64 {
 	ok := func(t int64) bool {
-		// at on a copy: the weighted state holds no slice, so this is pure.
+		// at on a copy: the weighted state holds no pointer, so this is pure.
 		return m.fits(m.at(s, t), t, permits)
 	}
-	return check.Earliest(now, check.Add(s.Start, 2*m.window), m.guess(s, permits), ok)
+	return check.Earliest(now, check.Add(s.start, 2*m.window), m.guess(s, permits), ok)
 }
 
 // guess solves the weighted form's inequality in floats; earliest refines it.
 func (m *Model) guess(s State, permits int64) int64 {
 	w := float64(m.window)
-	if s.Total+permits <= m.limit && s.Prev > 0 {
-		return s.Start + int64(w*(1-float64(m.limit-s.Total-permits)/float64(s.Prev)))
+	if s.total+permits <= m.limit && s.prev > 0 {
+		return s.start + int64(w*(1-float64(m.limit-s.total-permits)/float64(s.prev)))
 	}
-	if s.Total > 0 {
-		return s.Start + m.window + int64(w*(1-float64(m.limit-permits)/float64(s.Total)))
+	if s.total > 0 {
+		return s.start + m.window + int64(w*(1-float64(m.limit-permits)/float64(s.total)))
 	}
-	return s.Start + m.window
+	return s.start + m.window
 }
 
 // Clone returns a copy of s that Step may change without changing s.
 func (m *Model) Clone(s State) State {
-	if s.Ring != nil {
-		r := *s.Ring
-		r.Counts = append([]int64(nil), r.Counts...)
-		s.Ring = &r
-	}
+	s.log = s.log.Clone()
 	return s
 }
 
 // Made is the instant a decision read at now, which left s, was made at:
-// now, or the start of the state's newest segment (or window), where an
-// older instant counts. A grant's refund takes it as at.
-func (m *Model) Made(s State, now int64) int64 { return max(now, s.Start) }
+// now, or the latest instant of a decision (segmented) or the start of the
+// state's window (weighted), where an older instant counts. A grant's
+// refund takes it as at.
+func (m *Model) Made(s State, now int64) int64 {
+	if m.segments > 0 {
+		if s.log == nil {
+			return now
+		}
+		return s.log.Made(now)
+	}
+	return max(now, s.start)
+}
 
 // Refund takes back permits granted at instant at, as if they had not been
-// granted, while they still count. A grant at an instant older than the
-// state's counted in a later segment (or window) than at's; taking it back
-// from at's instead leaves the later one counting it: stricter, never more
-// admitted.
+// granted, while they still count. Segmented: from the grant's segment, as
+// timelog.Log.Refund. Weighted: from the window at counts in (a grant at
+// an instant older than the state's counted in a later window than at's;
+// taking it back from at's instead leaves the later one counting it:
+// stricter, never more admitted).
 func (m *Model) Refund(s State, now, at, permits int64) State {
-	if m.segments == 0 {
-		switch start := check.FloorStart(at, m.window); {
-		case start == s.Start:
-			s.Total -= min(permits, s.Total)
-		case start == s.Start-m.window:
-			s.Prev -= min(permits, s.Prev)
+	if m.segments > 0 {
+		if s.log != nil {
+			s.total -= s.log.Refund(now, check.FloorStart(at, m.seg), m.window, permits)
 		}
 		return s
 	}
-	start := check.FloorStart(at, m.seg)
-	if start > s.Start || start <= s.Start-m.window {
-		return s // not counted in the ring (the grant moved the state to at's segment or later)
+	switch start := check.FloorStart(at, m.window); {
+	case start == s.start:
+		s.total -= min(permits, s.total)
+	case start == s.start-m.window:
+		s.prev -= min(permits, s.prev)
 	}
-	i := m.index(start)
-	p := min(permits, s.Ring.Counts[i])
-	s.Ring.Counts[i] -= p
-	s.Total -= p
 	return s
 }
 
@@ -316,18 +269,7 @@ func (m *Model) Refund(s State, now, at, permits int64) State {
 // s without changing it.
 func (m *Model) Available(s State, now int64) int64 {
 	if m.segments > 0 {
-		total := s.Total
-		if now-s.Start >= m.seg { // segments left the window since s
-			start := check.FloorStart(now, m.seg)
-			if (start-s.Start)/m.seg >= m.segments {
-				total = 0
-			} else {
-				for t, i := s.Start+m.seg, m.next(s.Ring.Head); t <= start; t, i = t+m.seg, m.next(i) {
-					total -= s.Ring.Counts[i]
-				}
-			}
-		}
-		return m.limit - total
+		return m.limit - s.total + s.log.Expired(now, m.window)
 	}
 	s = m.at(s, now)
 	return check.Floor(float64(m.limit) - m.weight(s, now))
@@ -335,19 +277,17 @@ func (m *Model) Available(s State, now int64) int64 {
 
 // InitialAt is the instant from which s, left alone, is an empty window.
 func (m *Model) InitialAt(s State) int64 {
-	if m.segments == 0 {
-		switch {
-		case s.Total > 0:
-			return check.Add(s.Start, 2*m.window)
-		case s.Prev > 0:
-			return check.Add(s.Start, m.window)
+	if m.segments > 0 {
+		if s.log.Empty() {
+			return math.MinInt64
 		}
-		return math.MinInt64
+		return check.Add(s.log.Newest(), m.window)
 	}
-	for t, i := s.Start, s.Ring.Head; t > s.Start-m.window; t, i = t-m.seg, m.prev(i) {
-		if s.Ring.Counts[i] != 0 {
-			return check.Add(t, m.window)
-		}
+	switch {
+	case s.total > 0:
+		return check.Add(s.start, 2*m.window)
+	case s.prev > 0:
+		return check.Add(s.start, m.window)
 	}
 	return math.MinInt64
 }
