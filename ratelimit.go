@@ -77,8 +77,13 @@ type Refunder interface {
 	// Refund gives back the permits of lease, a grant of permits that this
 	// limiter returned. What has come back with time since the grant (a
 	// window that ended, tokens that refilled past the burst) is not given
-	// twice, so a refund never lets more through than the limit. Refunding
-	// a lease that this limiter did not grant, or a refusal, does nothing.
+	// twice. A refund is trusted: the caller passes a grant of this
+	// limiter, once, with the permits it asked for (Chain does); then the
+	// limiter never lets more through than its limit. A refusal, or a lease
+	// of a limiter of another configuration, gives nothing back; but
+	// limiters made by one memory.Factory (or on one Redis key) share their
+	// leases' outcome and cannot tell each other's grants apart, and a
+	// second refund of a grant gives its permits again.
 	Refund(ctx context.Context, lease Lease, permits int) error
 }
 

@@ -381,3 +381,66 @@ func TestRefund(t *testing.T) {
 		}
 	}
 }
+
+// After a NewestFirst eviction the remaining reservations move forward:
+// Rate 1, Burst 1, Queue{3, NewestFirst}: A, B, C wait; D evicts A; B is
+// served at 1s (it was due at 2s behind A).
+func TestEvictionMovesReservationsForward(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, tokenbucket.Config{Rate: 1, Burst: 1, Queue: ratelimit.Queue{Limit: 3, Order: ratelimit.NewestFirst}}, clock)
+	mustAcquire(t, l, 1)
+	a := goWait(t, l, bg, 1, 1)
+	b := goWait(t, l, bg, 1, 2)
+	c := goWait(t, l, bg, 1, 3)
+	d := make(chan answer, 1)
+	go func() {
+		lease, err := l.Wait(bg, 1)
+		d <- answer{lease, err}
+	}()
+	if r := <-a; r.lease.Reason() != ratelimit.ReasonEvicted {
+		t.Fatalf("A: %v, %v; want evicted", r.lease, r.err)
+	}
+	for l.Stats().Queued != 3 {
+		time.Sleep(time.Millisecond)
+	}
+	clock.Advance(time.Second)
+	select {
+	case r := <-b:
+		if !r.lease.Acquired() {
+			t.Fatalf("B at 1s: %v, %v", r.lease, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("B not served at 1s: the eviction's tokens did not move it forward")
+	}
+	clock.Advance(2 * time.Second)
+	<-c
+	<-d
+}
+
+// A flood of refusals behind an unchanged queue costs no allocation: the
+// answer is replayed once per change of the queue, not copied per refusal.
+func TestRefusalsBehindQueueDoNotAllocate(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, slidinglog.Config{Limit: 1000, Window: time.Second, Queue: ratelimit.Queue{Limit: 1000}}, clock)
+	for i := 0; i < 1000; i++ {
+		clock.Advance(time.Microsecond)
+		mustAcquire(t, l, 1)
+	}
+	w := goWait(t, l, bg, 1, 1)
+	first := mustAcquire(t, l, 1)
+	allocs := testing.AllocsPerRun(100, func() {
+		if lease := mustAcquire(t, l, 1); lease.Acquired() {
+			t.Fatalf("refusal behind the queue: %v", lease)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per refusal behind an unchanged queue, want 0", allocs)
+	}
+	d1, _ := first.RetryAfter()
+	again := mustAcquire(t, l, 1)
+	if d2, _ := again.RetryAfter(); d2 != d1 {
+		t.Fatalf("RetryAfter behind the same queue at the same instant: %v then %v", d1, d2)
+	}
+	clock.Advance(time.Second)
+	<-w
+}

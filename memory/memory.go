@@ -270,6 +270,17 @@ type extra[S, T any, M modelPtr[S, T]] struct {
 	timer   ratelimit.Timer
 	timerAt int64            // instant the timer is set for; 0 when not set
 	free    *handle[S, T, M] // released handles, for reuse
+	// gen counts the changes of the queue and of what it waits for (a
+	// waiter in or out, a refund, a release); behind caches behindQueue's
+	// answer for the generation it was computed in.
+	gen    uint64
+	behind behind
+}
+
+// behind is behindQueue's answer for p permits: the instant at which they
+// could be had behind the queue, or -1 when unknown.
+type behind struct {
+	gen, p, at int64
 }
 
 // ext returns l.x, allocating it on first use. Requires l.mu.
@@ -465,6 +476,7 @@ func (l *limiter[S, T, M]) enqueue(ctx context.Context, p int64) (w *waiter, lea
 	if deadline, ok := ctx.Deadline(); ok && d.RetryAfter >= 0 && l.until(deadline) < d.RetryAfter {
 		return nil, l.refuse(d, p, ratelimit.ReasonDeadline), nil
 	}
+	evicted := last != nil
 	for last != nil {
 		e := l.head
 		l.remove(e, now)
@@ -474,10 +486,10 @@ func (l *limiter[S, T, M]) enqueue(ctx context.Context, p int64) (w *waiter, lea
 		}
 	}
 	l.state = state
-	if l.k.reserver != nil && l.head != nil {
+	l.push(w)
+	if l.k.reserver != nil && evicted {
 		l.redue(now) // the evicted reservations' tokens came back
 	}
-	l.push(w)
 	l.serve(now)
 	return w, lease, nil
 }
@@ -502,19 +514,39 @@ func (l *limiter[S, T, M]) redue(now int64) {
 // behindQueue is the refusal of p permits that would wait behind the whole
 // queue: its RetryAfter is when the queued permits and then p could all be
 // had, each waiter served in order as soon as it can be. It changes no
-// state. Requires l.mu, and that the queue's first waiter cannot be served
-// now.
+// state but dropping what left the window. Requires l.mu, and that the
+// queue's first waiter cannot be served now.
 func (l *limiter[S, T, M]) behindQueue(now, p int64) ratelimit.Decision {
 	m := M(&l.k.model)
-	st := l.state
-	if l.k.cloner != nil {
-		st = l.k.cloner.Clone(st)
-	}
-	_, d := m.Step(st, now, 0) // the figures of now
+	var d ratelimit.Decision
+	l.state, d = m.Step(l.state, now, 0) // the figures of now
 	d.Granted = false
 	if l.k.reserver != nil { // the state holds the queue's reservations
 		d.RetryAfter = time.Duration(l.k.reserver.When(l.state, now, max(p, 1)) - now)
 		return d
+	}
+	// The answer holds until the queue or what it waits for changes: a
+	// flood of refusals behind an unchanged queue reuses it, rather than
+	// copying a log and replaying the queue on every one.
+	x := l.x
+	if x.behind.gen != int64(x.gen) || x.behind.p != p {
+		x.behind = behind{gen: int64(x.gen), p: p, at: l.replayQueue(now, p)}
+	}
+	d.RetryAfter = -1
+	if x.behind.at >= 0 {
+		d.RetryAfter = time.Duration(max(x.behind.at-now, 0))
+	}
+	return d
+}
+
+// replayQueue serves the queue, then p permits, on a copy of the state,
+// each as soon as it can be, and returns the instant p is served; -1 when
+// unknown (permits that come back on Release). Requires l.mu.
+func (l *limiter[S, T, M]) replayQueue(now, p int64) int64 {
+	m := M(&l.k.model)
+	st := l.state
+	if l.k.cloner != nil {
+		st = l.k.cloner.Clone(st)
 	}
 	t := now
 	for w := l.head; ; w = w.next {
@@ -530,18 +562,15 @@ func (l *limiter[S, T, M]) behindQueue(now, p int64) ratelimit.Decision {
 			if st, g = m.Step(st, t, want); g.Granted {
 				granted = true
 			} else if g.RetryAfter < 0 {
-				d.RetryAfter = -1 // unknown: permits come back on Release
-				return d
+				return -1
 			} else {
 				t += int64(g.RetryAfter)
 			}
 		}
 		if !granted || w == nil {
-			break
+			return t
 		}
 	}
-	d.RetryAfter = time.Duration(t - now)
-	return d
 }
 
 // take decides p permits now. Requires l.mu.
@@ -681,6 +710,7 @@ func (l *limiter[S, T, M]) push(w *waiter) {
 	}
 	l.x.tail = w
 	l.x.queued += w.permits
+	l.x.gen++
 }
 
 // remove unlinks w from the queue. Requires l.mu.
@@ -697,6 +727,7 @@ func (l *limiter[S, T, M]) remove(w *waiter, now int64) {
 	}
 	w.prev, w.next, w.queued = nil, nil, false
 	l.x.queued -= w.permits
+	l.x.gen++
 	if l.head == nil {
 		l.emptied = now
 	}
@@ -720,10 +751,13 @@ func (l *limiter[S, T, M]) Refund(_ context.Context, lease ratelimit.Lease, perm
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil
+		return ratelimit.ErrClosed
 	}
 	now := l.now()
 	l.state = l.k.refunder.Refund(l.state, now, int64(at), int64(permits))
+	if l.x != nil {
+		l.x.gen++
+	}
 	if l.head != nil {
 		if l.k.reserver != nil {
 			l.redue(now)
@@ -796,6 +830,7 @@ func (l *limiter[S, T, M]) giveBack(h *handle[S, T, M], token uint64) {
 	}
 	h.gen++
 	h.next, l.x.free = l.x.free, h
+	l.x.gen++
 	if l.closed {
 		l.mu.Unlock()
 		return

@@ -212,6 +212,35 @@ func (l *Limiter[R]) Wait(ctx context.Context, resource R, permits int) (ratelim
 	return lim.Wait(ctx, permits)
 }
 
+// Refund takes back a grant of permits made by resource's partition (see
+// ratelimit.Refunder), when its limiter is a Refunder; it does nothing when
+// the partition is gone (evicted idle: the grant came back with time) or
+// its limiter cannot refund. It never creates a partition.
+func (l *Limiter[R]) Refund(ctx context.Context, resource R, lease ratelimit.Lease, permits int) error {
+	if err := l.check(ctx, permits); err != nil {
+		return err
+	}
+	if l.closed.Load() {
+		return ratelimit.ErrClosed
+	}
+	key := l.cfg.Key(resource)
+	s, h := l.hash(key)
+	s.mu.RLock()
+	_, p := s.find(&l.store, key, h)
+	if p != nil {
+		p.inflight.Add(1) // under the read lock: the sweeper cannot take p now
+	}
+	s.mu.RUnlock()
+	if p == nil {
+		return nil
+	}
+	defer p.done()
+	if r, ok := p.limiter.(ratelimit.Refunder); ok {
+		return r.Refund(ctx, lease, permits)
+	}
+	return nil
+}
+
 // get returns the limiter that serves resource: its partition's, which p
 // holds by one in-flight call until the caller's p.done, or the overflow
 // limiter (p nil). When there is none, lim is nil and lease, err
@@ -485,7 +514,8 @@ func (l *Limiter[R]) Close() error {
 }
 
 // For returns the plain ratelimit.Limiter of one resource, for Chain or for
-// code written against the interface.
+// code written against the interface. It is a ratelimit.Refunder (see
+// Refund), so a Chain of it and a global limit is all or nothing.
 func (l *Limiter[R]) For(resource R) ratelimit.Limiter { return bound[R]{l, resource} }
 
 type bound[R any] struct {
@@ -499,6 +529,10 @@ func (b bound[R]) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 
 func (b bound[R]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	return b.l.Wait(ctx, b.r, permits)
+}
+
+func (b bound[R]) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
+	return b.l.Refund(ctx, b.r, lease, permits)
 }
 
 // NoLimit returns a limiter that grants everything, for resources that must

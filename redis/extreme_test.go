@@ -664,3 +664,48 @@ func TestRefundHoldsBackWhatRefilled(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelsNeverLetANewcomerOvertake: Rate 1, Burst 5, OldestFirst. W1
+// (5 permits, due +5s), W2 (1, due +6s) and W3 (1, due +7s) reserve; W1 and
+// then W3 cancel. W2 still sleeps until +6s in its process, so a newcomer
+// at +3s must be refused behind it (it was granted when the second cancel
+// moved the horizon back).
+func TestCancelsNeverLetANewcomerOvertake(t *testing.T) {
+	for name, c := range bothClients(t) {
+		t.Run(name, func(t *testing.T) {
+			clock := ratelimittest.NewClock()
+			cfg := tokenbucket.Config{Rate: 1, Burst: 5, Queue: ratelimit.Queue{Limit: 10}}
+			a := mustNew(t, c, "cancels", cfg, redis.WithClock(clock))
+			b := mustNew(t, c, "cancels", cfg, redis.WithClock(clock))
+			if g, _ := a.Acquire(bg, 5); !g.Acquired() {
+				t.Fatal(g)
+			}
+			// wait starts a Wait and returns once it sleeps: its timer is the
+			// pending-th, so reservations are made in order.
+			wait := func(l *redis.Limiter, p, pending int) (context.CancelFunc, chan error) {
+				ctx, cancel := context.WithCancel(bg)
+				done := make(chan error, 1)
+				go func() { _, err := l.Wait(ctx, p); done <- err }()
+				for clock.Pending() < pending {
+					time.Sleep(time.Millisecond)
+				}
+				return cancel, done
+			}
+			cancel1, done1 := wait(a, 5, 1)
+			_, done2 := wait(b, 1, 2) // W2, in the other process
+			cancel3, done3 := wait(a, 1, 3)
+			cancel1()
+			<-done1
+			cancel3()
+			<-done3
+			clock.Advance(3 * time.Second)
+			if g, _ := a.Acquire(bg, 1); g.Acquired() {
+				t.Fatalf("a newcomer at +3s was granted while W2 (due +6s) still sleeps")
+			}
+			clock.Advance(3 * time.Second)
+			if err := <-done2; err != nil {
+				t.Fatalf("W2: %v", err)
+			}
+		})
+	}
+}

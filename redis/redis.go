@@ -573,12 +573,11 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 		l.remember(time.Time{}, p, r)
 		return l.lease(r, p, 0, ratelimit.ReasonNone), nil
 	}
-	due := r.extra
 	lease, err := l.sleep(ctx, r.retryAfter, int(p))
 	if err != nil || lease.Reason() == ratelimit.ReasonClosed {
 		// Give the reserved tokens back; the caller's ctx may be done.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.o.timeout, time.Second))
-		l.call(rctx, l.localNow(), "f", p, due)
+		l.call(rctx, l.localNow(), "f", p, 0)
 		cancel()
 		l.refusal.Store(nil) // the tokens came back
 		return lease, err
@@ -592,13 +591,16 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 // limiter, as ratelimit.Refunder says: in one round trip the script takes
 // them back from where the grant was counted (the grant's instant is the
 // lease's token), as if they had never been granted, and only what still
-// counts: tokens up to the burst, a window's or segment's count while it is
-// in the window, the sliding log's entry while it is in the window (a grant
-// followed by more than 128 newer entries is not taken back). For a
-// concurrency lease it is Release. A lease this limiter did not grant
-// (refusals, status checks, leases of other limiters or of FailOpen)
-// changes nothing, except that a lease of the fallback (WithFallback) is
-// refunded there when the fallback is a Refunder.
+// counts: tokens less what refilled since the grant (as
+// tokenbucket.Model.Refund), a window's count while it is the current or
+// previous one, the log's entry (sliding log, segmented window) while it is
+// in the window; a grant followed by more than 128 newer log entries is not
+// taken back, which bounds the script's work. For a concurrency lease it is
+// Release. Refusals, status checks and FailOpen leases change nothing, nor
+// do leases of limiters of another configuration; a lease of another
+// handle on the same key and config is taken as this one's (the state is
+// shared). A lease of the fallback (WithFallback) is refunded there when
+// the fallback is a Refunder.
 func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
 	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
 		return err

@@ -1,21 +1,21 @@
 -- Token bucket. KEYS[1]: "tokens last horizon" (last and horizon in us;
--- horizon, the latest due instant of any outstanding reservation, may be
--- missing: 0). ARGV: now, permits, op, rate (tokens/s; 0 for interval
--- refill), burst, period (us), per period, queue limit, queue order (0
--- OldestFirst, 1 NewestFirst), then op's argument. op: 'a' acquire; 'w'
--- wait: acquire, else reserve (argument: the most us the caller can wait,
--- -1 for no bound); 'f' refund a cancelled reservation (argument: its due
--- instant); 'u' refund a grant (argument: its instant). The arithmetic
--- repeats tokenbucket.Model's float64 operations in the same order, on
--- instants that are whole microseconds, so decisions are the same bit for
--- bit.
+-- horizon, the latest due instant given to a reservation, may be missing:
+-- 0). ARGV: now, permits, op, rate (tokens/s; 0 for interval refill),
+-- burst, period (us), per period, queue limit, queue order (0 OldestFirst,
+-- 1 NewestFirst), then op's argument. op: 'a' acquire; 'w' wait: acquire,
+-- else reserve (argument: the most us the caller can wait, -1 for no
+-- bound); 'f' refund a cancelled reservation (argument: 0); 'u' refund a
+-- grant (argument: its instant). The arithmetic repeats tokenbucket.Model's
+-- float64 operations in the same order, on instants that are whole
+-- microseconds, so decisions are the same bit for bit.
 --
 -- Reservations: a reservation is due at When(bucket, now, p) (the instant
 -- at which Acquire would grant p), and never before the horizon: waiters
--- are served in arrival order, also after a cancel gave tokens back. With
--- OldestFirst an Acquire of p > 0 before the horizon is refused behind the
--- queue (a new request never overtakes waiters), with RetryAfter the
--- instant a reservation made now would be due.
+-- are served in arrival order, also after a cancel gave tokens back (the
+-- horizon never moves back). With OldestFirst an Acquire of p > 0 before
+-- the horizon is refused behind the queue (a new request never overtakes
+-- waiters), with RetryAfter the instant a reservation made now would be
+-- due.
 
 -- The decision's figures, set by decide; the helpers below read them
 -- (defined once per script run, not once per decision of a batch).
@@ -127,14 +127,14 @@ local function decide(ARGV)
   end
 
   if op == 'f' then -- refund a cancelled reservation: the bucket is in debt, nothing was lost
-    local x, h = min(cur + p, burst), horizon
-    if op == 'f' and arg == horizon then
-      -- The last reservation was cancelled: the horizon goes back to the
-      -- previous one's due instant, when the remaining debt is repaid.
-      tokens, last = x, l
-      h = when(0)
-    end
-    save(x, l, h)
+    -- The horizon stays: the waiters reserved after the cancelled one keep
+    -- the due instants they were given and sleep in their own processes,
+    -- which no script can wake earlier; a newcomer still waits behind them.
+    -- (Lowering it to when the remaining debt is repaid let a newcomer
+    -- overtake a sleeping waiter once a middle reservation had been
+    -- cancelled too.) The tokens come back to whoever asks after it.
+    local x = min(cur + p, burst)
+    save(x, l, horizon)
     return reply(true, max(0, floor(x)), -1, reset_after(x, l), 0)
   end
 
