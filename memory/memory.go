@@ -70,8 +70,9 @@ func New(cfg ratelimit.Config, opts ...Option) (Limiter, error) {
 }
 
 // Factory makes in-memory limiters that share one validated config. Each
-// limiter it makes is one allocation of its own state only (80 bytes for a
-// token bucket, against 480 for New), which suits partitioned limiters
+// limiter it makes is one allocation of its own state only (96 bytes for a
+// token bucket, 80 for a fixed window, where New allocates the shared
+// part too), which suits partitioned limiters
 // with many keys. A Factory is safe for concurrent use.
 type Factory struct{ b builder }
 
@@ -162,7 +163,7 @@ type refunder[S any] interface {
 	Made(s S, now int64) int64
 }
 
-// cloner is a model whose states share memory (a ring behind a pointer),
+// cloner is a model whose states share memory (a log behind a pointer),
 // which Step changes in place: Clone makes a copy to try decisions on.
 type cloner[S any] interface {
 	Clone(s S) S
@@ -326,7 +327,7 @@ type waiter struct {
 }
 
 // Acquire's and Wait's common case (nothing queued, the limiter open) is
-// decided inline. Like x/time/rate, it reads the time before taking the
+// decided at once. Like x/time/rate, it reads the time before taking the
 // lock, which keeps the critical section short under contention. Another
 // goroutine may then decide at a later instant first; every model takes an
 // instant older than its state's as that state's own (the token bucket
@@ -383,7 +384,7 @@ func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lea
 	if err := ratelimit.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	var now int64 // the common case, inline as in Acquire
+	var now int64 // read before the lock, as in Acquire
 	if !l.k.timeless {
 		now = l.now()
 	}
