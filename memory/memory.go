@@ -72,8 +72,8 @@ func New(cfg ratelimit.Config, opts ...Option) (Limiter, error) {
 // Factory makes in-memory limiters that share one validated config. Each
 // limiter it makes is one allocation of its own state only (96 bytes for a
 // token bucket, 80 for a fixed window, where New allocates the shared
-// part too), which suits partitioned limiters
-// with many keys. A Factory is safe for concurrent use.
+// part too), which suits partitioned limiters with many keys. A Factory is
+// safe for concurrent use.
 type Factory struct{ b builder }
 
 // NewFactory validates cfg (see New) and returns a factory of limiters for it.
