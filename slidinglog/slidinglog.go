@@ -95,24 +95,10 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 		s.log = new(timelog.Log)
 	}
 	// A decision read at an instant older than one already made is made at
-	// that one (at): expiry and the grant's entry; durations stay relative
-	// to the caller's now.
-	at := s.log.Decide(now)
-	s.total -= s.log.Drop(at, m.window)
-	d := ratelimit.Decision{RetryAfter: -1}
-	if need := s.total + max(permits, 1) - m.limit; need <= 0 {
-		d.Granted = true
-		if permits > 0 {
-			s.log.Push(at, permits)
-			s.total += permits
-		}
-	} else { // need > 0: the log holds more than need permits
-		d.RetryAfter = time.Duration(s.log.Freed(need, m.window) - now)
-	}
-	d.Remaining = m.limit - s.total
-	if !s.log.Empty() {
-		d.ResetAfter = time.Duration(m.InitialAt(s) - now)
-	}
+	// that one: expiry and the grant's entry; durations stay relative to the
+	// caller's now.
+	var d ratelimit.Decision
+	s.total, d = s.log.Step(s.total, now, permits, m.limit, m.window, 1)
 	return s, d
 }
 

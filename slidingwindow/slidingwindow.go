@@ -182,22 +182,8 @@ func (m *Model) stepSegmented(s State, now, permits int64) (State, ratelimit.Dec
 	if s.log == nil {
 		s.log = new(timelog.Log)
 	}
-	at := s.log.Decide(now)
-	s.total -= s.log.Drop(at, m.window)
-	d := ratelimit.Decision{RetryAfter: -1}
-	if need := s.total + max(permits, 1) - m.limit; need <= 0 {
-		d.Granted = true
-		if permits > 0 {
-			s.log.Push(check.FloorStart(at, m.seg), permits)
-			s.total += permits
-		}
-	} else { // need > 0: the log holds more than need permits
-		d.RetryAfter = time.Duration(s.log.Freed(need, m.window) - now)
-	}
-	d.Remaining = m.limit - s.total
-	if !s.log.Empty() {
-		d.ResetAfter = time.Duration(m.InitialAt(s) - now)
-	}
+	var d ratelimit.Decision
+	s.total, d = s.log.Step(s.total, now, permits, m.limit, m.window, m.seg)
 	return s, d
 }
 

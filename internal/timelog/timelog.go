@@ -8,7 +8,12 @@
 // log.lua keeps the same log.
 package timelog
 
-import "github.com/limitkit/ratelimit/internal/check"
+import (
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/check"
+)
 
 // entry is the permits granted at instant at, as a running total (which
 // wraps around; only differences are read).
@@ -162,6 +167,36 @@ func (g *Log) Refund(now, at, window, permits int64) int64 {
 		g.n--
 	}
 	return int64(p)
+}
+
+// Step decides a request for permits (0: a status check) read at now,
+// against limit permits in any window of length window, on a log holding
+// total permits, and returns the new total and the decision. A grant is
+// recorded at the decision's instant (Decide), taken down to a multiple of
+// grain when grain > 1 (a segment's start). A refusal drops only what left
+// the window; its RetryAfter is when enough of the oldest grants have.
+// Durations are relative to now.
+func (g *Log) Step(total, now, permits, limit, window, grain int64) (int64, ratelimit.Decision) {
+	at := g.Decide(now)
+	total -= g.Drop(at, window)
+	d := ratelimit.Decision{RetryAfter: -1}
+	if need := total + max(permits, 1) - limit; need <= 0 {
+		d.Granted = true
+		if permits > 0 {
+			if grain > 1 {
+				at = check.FloorStart(at, grain)
+			}
+			g.Push(at, permits)
+			total += permits
+		}
+	} else { // need > 0: the log holds more than need permits
+		d.RetryAfter = time.Duration(g.Freed(need, window) - now)
+	}
+	d.Remaining = limit - total
+	if !g.Empty() {
+		d.ResetAfter = time.Duration(check.Add(g.Newest(), window) - now)
+	}
+	return total, d
 }
 
 // Clone returns a copy of g that shares no memory with it.
