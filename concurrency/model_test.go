@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/modeltest"
 )
 
 // Tests of the reference model, in the style of x/time/rate's rate_test.go:
@@ -17,7 +18,7 @@ import (
 // accepts.
 
 var (
-	t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	t0 = modeltest.T0
 	t1 = t0 + int64(100*time.Millisecond)
 )
 
@@ -50,14 +51,7 @@ func run(t *testing.T, m *Model, s State, ops []op) State {
 	return s
 }
 
-func model(t *testing.T, c Config) *Model {
-	t.Helper()
-	m, err := NewModel(c)
-	if err != nil {
-		t.Fatalf("NewModel(%+v): %v", c, err)
-	}
-	return &m
-}
+func model(t *testing.T, c Config) *Model { t.Helper(); return modeltest.New(t, NewModel, c) }
 
 // TestStep: Limit 3; permits come back on Release, not with time; a status
 // check wants one permit free and takes nothing.
@@ -148,9 +142,7 @@ func TestExtremeConfigs(t *testing.T) {
 		for _, at := range []int64{math.MinInt64, 0, t0, math.MaxInt64} {
 			t.Run(fmt.Sprintf("%d/%d", limit, at), func(t *testing.T) {
 				m := model(t, Config{Limit: limit})
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
+				modeltest.Within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) {
 					s := run(t, m, m.Initial(), []op{
 						{at: at, n: m.limit, ok: true, rem: 0},
 						{at: at, n: 1, ok: false, rem: 0},
@@ -158,14 +150,9 @@ func TestExtremeConfigs(t *testing.T) {
 						{at: at, n: 0, ok: true, rem: m.limit},
 					})
 					if ia := m.InitialAt(s); ia != math.MinInt64 {
-						t.Errorf("InitialAt after all released = %d", ia)
+						errorf("InitialAt after all released = %d", ia)
 					}
-				}()
-				select {
-				case <-done:
-				case <-time.After(5 * time.Second):
-					t.Fatal("the model did not return within 5s")
-				}
+				})
 			})
 		}
 	}

@@ -2,13 +2,12 @@ package slidingwindow
 
 import (
 	"fmt"
-	"math"
 	"math/rand"
 	"testing"
 	"time"
 
-	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/modeltest"
 )
 
 // Tests of the reference model, in the style of x/time/rate's rate_test.go:
@@ -20,46 +19,21 @@ import (
 const d = 100 * time.Millisecond
 
 var (
-	t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano() // a multiple of every window below
+	t0 = modeltest.T0 // a multiple of every window below
 	t1 = t0 + 1*int64(d)
 	t5 = t0 + 5*int64(d)
 	t9 = t0 + 9*int64(d)
 )
 
-// step is one request and the decision expected for it. retry is checked
-// for refusals only.
-type step struct {
-	at    int64
-	n     int64
-	ok    bool
-	rem   int64
-	retry time.Duration
-}
+// step is one request and the decision expected for it.
+type step = modeltest.Step
 
 func run(t *testing.T, m *Model, s State, steps []step) State {
 	t.Helper()
-	for i, st := range steps {
-		var got ratelimit.Decision
-		s, got = m.Step(s, st.at, st.n)
-		if got.Granted != st.ok || got.Remaining != st.rem {
-			t.Errorf("step %d: Step(t0%+v, %d) = granted %v remaining %d, want %v %d",
-				i, time.Duration(st.at-t0), st.n, got.Granted, got.Remaining, st.ok, st.rem)
-		}
-		if !st.ok && got.RetryAfter != st.retry {
-			t.Errorf("step %d: Step(t0%+v, %d).RetryAfter = %v, want %v", i, time.Duration(st.at-t0), st.n, got.RetryAfter, st.retry)
-		}
-	}
-	return s
+	return modeltest.Run(t, m.Step, t0, s, steps)
 }
 
-func model(t *testing.T, c Config) *Model {
-	t.Helper()
-	m, err := NewModel(c)
-	if err != nil {
-		t.Fatalf("NewModel(%+v): %v", c, err)
-	}
-	return &m
-}
+func model(t *testing.T, c Config) *Model { t.Helper(); return modeltest.New(t, NewModel, c) }
 
 const ms = int64(time.Millisecond)
 
@@ -121,226 +95,40 @@ func TestOlderInstantCountsInNewestSegment(t *testing.T) {
 	})
 }
 
-// ---- the harness shared by the window models' tests ----
-
-// sim adapts a model to the generic checks.
-type sim[S any] struct {
-	capacity  int64
-	initial   func() S
-	step      func(S, int64, int64) (S, ratelimit.Decision)
-	initialAt func(S) int64
-	clone     func(S) S
-	// grantEnd is when a grant at effective instant at stops counting.
-	grantEnd func(at int64) int64
-}
-
-type call struct{ at, n int64 }
-
-// calls returns n requests whose instants follow a clock that moves forward
-// by up to gap, each read up to skew before the clock (a third of them),
-// asking 0 (status check) to capacity permits.
-func calls(r *rand.Rand, base int64, n int, gap, skew, capacity int64) []call {
-	cs := make([]call, n)
-	clock := base
-	for i := range cs {
-		if r.Intn(4) > 0 {
-			clock += r.Int63n(gap + 1)
-		}
-		at := clock
-		if r.Intn(3) == 0 {
-			at -= r.Int63n(skew + 1)
-		}
-		var p int64
-		switch r.Intn(10) {
-		case 0:
-			p = 0
-		case 1:
-			p = capacity
-		default:
-			p = 1 + r.Int63n(min(capacity, 3))
-		}
-		cs[i] = call{at, p}
-	}
-	return cs
-}
-
-// grant is a grant of n > 0 permits at effective instant at: the newest
-// instant of any decision up to it. The models promise that a decision at
-// an older instant is never more generous than one a moment later, and the
-// memory backend, which reads its clock before its lock, decided it after
-// all of those.
-type grant struct {
-	step int
-	at   int64
-	n    int64
-}
-
-// exercise runs cs on a fresh state and checks at every step that a refusal
-// at an instant no older than any before it has an exact RetryAfter, and
-// that InitialAt is exactly where the state becomes idle, never while a
-// grant counts. It returns the grants at their effective instants.
-func exercise[S any](t *testing.T, m sim[S], cs []call) []grant {
-	t.Helper()
-	s := m.initial()
-	seen := int64(math.MinInt64)
-	var gs []grant
-	fails := 0
-	for i, c := range cs {
-		newest := c.at >= seen
-		var pre S
-		if newest && c.n > 0 {
-			pre = m.clone(s)
-		}
-		var d ratelimit.Decision
-		s, d = m.step(s, c.at, c.n)
-		seen = max(seen, c.at)
-		if d.Granted && c.n > 0 {
-			gs = append(gs, grant{i, seen, c.n})
-		}
-		if d.Remaining < 0 || d.Remaining > m.capacity {
-			t.Errorf("step %d: Remaining %d out of [0, %d]", i, d.Remaining, m.capacity)
-		}
-		if !d.Granted && newest && c.n > 0 {
-			if msg := checkRetry(m, pre, c.at, c.n, d.RetryAfter); msg != "" {
-				t.Errorf("step %d: %s", i, msg)
-			}
-		}
-		end := int64(math.MinInt64)
-		if len(gs) > 0 && m.grantEnd != nil {
-			end = m.grantEnd(gs[len(gs)-1].at)
-		}
-		if msg := checkInitialAt(m, s, seen, end); msg != "" {
-			t.Errorf("step %d (%+v): %s", i, c, msg)
-		}
-		if t.Failed() {
-			if fails++; fails > 5 {
-				t.Fatalf("stopping at step %d of %d; calls up to it: %v", i, len(cs), cs[max(0, i-10):i+1])
-			}
-		}
-	}
-	return gs
-}
-
-// checkRetry checks that a refusal of n permits at now with RetryAfter r,
-// on state s, is exact: refused at now+r-1, granted at now+r (unless now+r
-// is check.Far, the documented cap). It returns what is wrong, or "".
-func checkRetry[S any](m sim[S], s S, now, n int64, r time.Duration) string {
-	if r <= 0 || now+int64(r) > check.Far {
-		return fmt.Sprintf("refusal of %d at %d has RetryAfter %v: not in (0, Far-now]", n, now, r)
-	}
-	if _, d := m.step(m.clone(s), now+int64(r)-1, n); d.Granted {
-		return fmt.Sprintf("refusal of %d at %d with RetryAfter %v (%dns), but granted 1ns before", n, now, r, int64(r))
-	}
-	if now+int64(r) < check.Far {
-		if _, d := m.step(m.clone(s), now+int64(r), n); !d.Granted {
-			return fmt.Sprintf("refusal of %d at %d with RetryAfter %v (%dns), and refused then too (RetryAfter %v)", n, now, r, int64(r), d.RetryAfter)
-		}
-	}
-	return ""
-}
-
-// idle reports whether s at now decides as the initial state: the whole
-// capacity is there.
-func idle[S any](m sim[S], s S, now int64) bool {
-	_, d := m.step(m.clone(s), now, 0)
-	_, all := m.step(m.clone(s), now, m.capacity)
-	return d.Remaining == m.capacity && all.Granted
-}
-
-// checkInitialAt checks that s, whose newest decision was at seen, is idle
-// from InitialAt(s) on and not 1ns before, where idle is: deciding as the
-// initial state, and no grant still counting (a grant counts until end).
-func checkInitialAt[S any](m sim[S], s S, seen, end int64) string {
-	at := m.initialAt(s)
-	if end > seen && at < end {
-		return fmt.Sprintf("InitialAt %d, but a grant counts until %d", at, end)
-	}
-	if probe := max(at, seen); probe < check.Far && !idle(m, s, probe) {
-		return fmt.Sprintf("InitialAt %d, but not idle at %d", at, probe)
-	}
-	if at != math.MinInt64 && at-1 >= seen && at-1 >= end && idle(m, s, at-1) {
-		return fmt.Sprintf("InitialAt %d, but already idle 1ns before", at)
-	}
-	return ""
-}
-
-// within runs f in a goroutine and fails the test if it has not returned
-// after limit (or half the time left before the test's deadline): a model
-// that loops is a failure, not a hang. f reports through errorf.
-func within(t *testing.T, limit time.Duration, what string, f func(errorf func(string, ...any))) {
-	t.Helper()
-	if dl, ok := t.Deadline(); ok {
-		if left := time.Until(dl) / 2; left < limit {
-			limit = left
-		}
-	}
-	var errs []string
-	errorf := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(errorf)
-	}()
-	select {
-	case <-done:
-		for _, e := range errs {
-			t.Error(e)
-		}
-	case <-time.After(limit):
-		t.Fatalf("%s did not return within %v", what, limit)
-	}
-}
-
-// sameDecisions checks that a and b decide alike (the whole Decision) for
-// every request size at a few instants from at on.
-func sameDecisions[S any](t *testing.T, m sim[S], a, b S, at, gap int64, r *rand.Rand) {
-	t.Helper()
-	for i := 0; i < 5; i++ {
-		for _, n := range []int64{0, 1, 2, m.capacity / 2, m.capacity} {
-			if n > m.capacity {
-				continue
-			}
-			_, da := m.step(m.clone(a), at, n)
-			_, db := m.step(m.clone(b), at, n)
-			if da != db {
-				t.Fatalf("at %d, %d permits: %+v, but without the grant %+v", at, n, da, db)
-			}
-		}
-		at += r.Int63n(gap + 1)
-	}
-}
-
 // ---- sliding window ----
 
-func simOf(m *Model) sim[State] {
+func simOf(m *Model) modeltest.Sim[State] {
 	end := func(at int64) int64 { return check.FloorStart(at, m.seg) + m.window }
 	if m.segments == 0 {
 		end = func(at int64) int64 { return check.FloorStart(at, m.window) + 2*m.window }
 	}
-	return sim[State]{
-		capacity:  m.limit,
-		initial:   m.Initial,
-		step:      m.Step,
-		initialAt: m.InitialAt,
-		clone:     m.Clone,
-		grantEnd:  end,
+	return modeltest.Sim[State]{
+		Capacity:  m.limit,
+		Initial:   m.Initial,
+		Step:      m.Step,
+		InitialAt: m.InitialAt,
+		Clone:     m.Clone,
+		GrantEnd:  end,
+		Far:       check.Far,
+		Refund:    m.Refund,
+		Made:      m.Made,
 	}
 }
 
 // spanMax returns the most permits granted at effective instants within a
 // closed span of length span (b - a <= span), and the steps where it starts
 // and ends.
-func spanMax(gs []grant, span int64) (most int64, from, to int) {
+func spanMax(gs []modeltest.Grant, span int64) (most int64, from, to int) {
 	var sum int64
 	i := 0
 	for _, g := range gs {
-		sum += g.n
-		for g.at-gs[i].at > span {
-			sum -= gs[i].n
+		sum += g.N
+		for g.At-gs[i].At > span {
+			sum -= gs[i].N
 			i++
 		}
 		if sum > most {
-			most, from, to = sum, gs[i].step, g.step
+			most, from, to = sum, gs[i].Step, g.Step
 		}
 	}
 	return most, from, to
@@ -352,7 +140,7 @@ func spanMax(gs []grant, span int64) (most int64, from, to int) {
 // span of Window. Weighted: at most Limit in each epoch-aligned window (its
 // current window's count alone must fit); over a sliding window there is no
 // hard bound.
-func checkBound(t *testing.T, m *Model, gs []grant, cs []call) {
+func checkBound(t *testing.T, m *Model, gs []modeltest.Grant, cs []modeltest.Call) {
 	t.Helper()
 	fail := func(what string, n, limit int64, from, to int) {
 		t.Helper()
@@ -362,11 +150,11 @@ func checkBound(t *testing.T, m *Model, gs []grant, cs []call) {
 		var start, sum int64
 		first := 0
 		for i, g := range gs {
-			if w := check.FloorStart(g.at, m.window); i == 0 || w != start {
-				start, sum, first = w, 0, g.step
+			if w := check.FloorStart(g.At, m.window); i == 0 || w != start {
+				start, sum, first = w, 0, g.Step
 			}
-			if sum += g.n; sum > m.limit {
-				fail(fmt.Sprintf("the aligned window [%d, %d)", start, start+m.window), sum, m.limit, first, g.step)
+			if sum += g.N; sum > m.limit {
+				fail(fmt.Sprintf("the aligned window [%d, %d)", start, start+m.window), sum, m.limit, first, g.Step)
 			}
 		}
 		return
@@ -379,11 +167,11 @@ func checkBound(t *testing.T, m *Model, gs []grant, cs []call) {
 	}
 	// Windows starting on a segment boundary: [FloorStart(g.at), +Window).
 	for i := range gs {
-		start := check.FloorStart(gs[i].at, m.seg)
+		start := check.FloorStart(gs[i].At, m.seg)
 		var sum int64
-		for j := i; j < len(gs) && gs[j].at < start+m.window; j++ {
-			if sum += gs[j].n; sum > m.limit {
-				fail(fmt.Sprintf("the window [%d, %d) starting on a segment boundary", start, start+m.window), sum, m.limit, gs[i].step, gs[j].step)
+		for j := i; j < len(gs) && gs[j].At < start+m.window; j++ {
+			if sum += gs[j].N; sum > m.limit {
+				fail(fmt.Sprintf("the window [%d, %d) starting on a segment boundary", start, start+m.window), sum, m.limit, gs[i].Step, gs[j].Step)
 			}
 		}
 	}
@@ -412,11 +200,7 @@ func TestOutOfOrder(t *testing.T) {
 	for i, rc := range randomConfigs {
 		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
 			m := model(t, rc.c)
-			for seed := int64(1); seed <= 3; seed++ {
-				r := rand.New(rand.NewSource(seed))
-				cs := calls(r, t0+r.Int63n(int64(time.Hour)), 3000, int64(rc.gap), m.window, m.limit)
-				checkBound(t, m, exercise(t, simOf(m), cs), cs)
-			}
+			modeltest.CheckOutOfOrder(t, simOf(m), int64(rc.gap), m.window, func(gs []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, gs, cs) })
 		})
 	}
 }
@@ -426,20 +210,8 @@ func TestOutOfOrder(t *testing.T) {
 func TestCloneIsDeep(t *testing.T) {
 	m := model(t, Config{Limit: 10, Window: 500 * time.Millisecond, Segments: 5})
 	r := rand.New(rand.NewSource(1))
-	cs := calls(r, t0, 500, 40*ms, 500*ms, 10)
-	s := m.Initial()
-	for i, c := range cs {
-		s, _ = m.Step(s, c.at, c.n)
-		c2 := m.Clone(s)
-		for _, x := range calls(r, c.at, 20, 200*ms, 0, 10) {
-			c2, _ = m.Step(c2, x.at, x.n)
-		}
-		replay := m.Initial()
-		for _, x := range cs[:i+1] {
-			replay, _ = m.Step(replay, x.at, x.n)
-		}
-		sameDecisions(t, simOf(m), s, replay, c.at, 200*ms, r)
-	}
+	cs := modeltest.Calls(r, t0, 500, 40*ms, 500*ms, 10)
+	modeltest.CheckCloneIsDeep(t, simOf(m), cs, 200*ms, r)
 }
 
 // TestExtremeConfigs: the largest and smallest values Validate accepts,
@@ -468,7 +240,7 @@ func TestExtremeConfigs(t *testing.T) {
 		for _, base := range bases {
 			t.Run(fmt.Sprintf("%+v/%d", c, time.Unix(0, base).UTC().Year()), func(t *testing.T) {
 				m := model(t, c)
-				within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) {
+				modeltest.Within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) {
 					sm := simOf(m)
 					s, d := m.Step(m.Initial(), base, m.limit)
 					if !d.Granted {
@@ -477,12 +249,12 @@ func TestExtremeConfigs(t *testing.T) {
 					}
 					s, _ = m.Step(s, base, max(1, m.limit/2)) // refused
 					for _, at := range []int64{base, base + 1, base + m.seg, base + m.window/2, base + m.window - 1, base + m.window, base + 2*m.window - 1} {
-						if at >= y2155 || at < base { // past the documented range, or overflowed
+						if at >= modeltest.Y2155 || at < base { // past the documented range, or overflowed
 							continue
 						}
 						for _, n := range []int64{1, m.limit} {
 							if _, d := m.Step(m.Clone(s), at, n); !d.Granted {
-								if msg := checkRetry(sm, s, at, n, d.RetryAfter); msg != "" {
+								if msg := modeltest.CheckRetry(sm, s, at, n, d.RetryAfter); msg != "" {
 									errorf("%s", msg)
 								}
 							}
@@ -493,7 +265,7 @@ func TestExtremeConfigs(t *testing.T) {
 						errorf("InitialAt %d after a grant at %d", ia, base)
 						return
 					}
-					if msg := checkInitialAt(sm, s, base, sm.grantEnd(base)); msg != "" {
+					if msg := modeltest.CheckInitialAt(sm, s, base, sm.GrantEnd(base)); msg != "" {
 						errorf("%s", msg)
 					}
 				})
@@ -501,10 +273,6 @@ func TestExtremeConfigs(t *testing.T) {
 		}
 	}
 }
-
-// y2155 is where the documented range of decision instants ends: every
-// window Validate accepts ends before check.Far for decisions before it.
-var y2155 = time.Date(2155, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 
 // ---- Refund ----
 
@@ -518,49 +286,8 @@ func TestRefundSameInstant(t *testing.T) {
 	for i, rc := range randomConfigs {
 		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
 			m := model(t, rc.c)
-			sm := simOf(m)
-			r := rand.New(rand.NewSource(3))
-			s := m.Initial()
-			seen := int64(math.MinInt64)
-			older := 0
-			for _, c := range calls(r, t0, 2000, int64(rc.gap), m.window, m.limit) {
-				before := m.Clone(s)
-				next, d := m.Step(s, c.at, c.n)
-				inOrder := c.at >= seen
-				seen = max(seen, c.at)
-				if d.Granted && c.n > 0 {
-					refunded := m.Refund(m.Clone(next), c.at, m.Made(next, c.at), c.n)
-					sameDecisions(t, sm, refunded, before, seen, int64(rc.gap), r)
-					if !inOrder {
-						older++
-						neverLooser(t, sm, m.Refund(m.Clone(next), c.at, c.at, c.n), before, seen, int64(rc.gap), r)
-					}
-				}
-				s = next
-			}
-			if older == 0 {
-				t.Fatal("no grant at an older instant was refunded: the sequence tests too little")
-			}
+			modeltest.CheckRefundSameInstant(t, simOf(m), int64(rc.gap), m.window)
 		})
-	}
-}
-
-// neverLooser checks that a grants nothing that b refuses, at a few
-// instants from at on.
-func neverLooser[S any](t *testing.T, m sim[S], a, b S, at, gap int64, r *rand.Rand) {
-	t.Helper()
-	for i := 0; i < 5; i++ {
-		for _, n := range []int64{1, 2, m.capacity / 2, m.capacity} {
-			if n < 1 || n > m.capacity {
-				continue
-			}
-			_, da := m.step(m.clone(a), at, n)
-			_, db := m.step(m.clone(b), at, n)
-			if da.Granted && !db.Granted {
-				t.Fatalf("at %d, %d permits: granted after the refund, refused without the grant", at, n)
-			}
-		}
-		at += r.Int63n(gap + 1)
 	}
 }
 
@@ -592,38 +319,8 @@ func TestRefundNeverExceedsBound(t *testing.T) {
 	for i, rc := range randomConfigs {
 		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
 			m := model(t, rc.c)
-			for seed := int64(1); seed <= 3; seed++ {
-				r := rand.New(rand.NewSource(seed))
-				cs := calls(r, t0, 3000, int64(rc.gap), m.window, m.limit)
-				s := m.Initial()
-				seen := int64(math.MinInt64)
-				var gs []grant
-				refunded := map[int]bool{}
-				made := map[int]int64{} // the instant each grant was made at, which its refund is given
-				for j, c := range cs {
-					if len(gs) > 0 && r.Intn(4) == 0 {
-						if g := gs[len(gs)-1-r.Intn(min(len(gs), 4))]; !refunded[g.step] {
-							// A refund in this call's place, at the newest instant decided.
-							refunded[g.step] = true
-							s = m.Refund(s, seen, made[g.step], g.n)
-							continue
-						}
-					}
-					seen = max(seen, c.at)
-					var d ratelimit.Decision
-					if s, d = m.Step(s, c.at, c.n); d.Granted && c.n > 0 {
-						gs = append(gs, grant{j, seen, c.n})
-						made[j] = m.Made(s, c.at)
-					}
-				}
-				var kept []grant
-				for _, g := range gs {
-					if !refunded[g.step] {
-						kept = append(kept, g)
-					}
-				}
-				checkBound(t, m, kept, cs)
-			}
+			// A refund in a call's place, at the newest instant decided.
+			modeltest.CheckRefundsKeepBound(t, simOf(m), int64(rc.gap), m.window, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/modeltest"
 )
 
 // Tests of the reference model, in the style of x/time/rate's rate_test.go:
@@ -22,7 +24,7 @@ import (
 const d = 100 * time.Millisecond
 
 var (
-	t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	t0 = modeltest.T0
 	t1 = t0 + 1*int64(d)
 	t2 = t0 + 2*int64(d)
 	t3 = t0 + 3*int64(d)
@@ -30,41 +32,41 @@ var (
 	t9 = t0 + 9*int64(d)
 )
 
-// step is one request and the decision expected for it. retry is checked
-// for refusals only (a grant's RetryAfter is never read).
-type step struct {
-	at    int64
-	n     int64
-	ok    bool
-	rem   int64
-	retry time.Duration
-}
+// step is one request and the decision expected for it.
+type step = modeltest.Step
 
 // run applies steps to s in order and checks each decision.
 func run(t *testing.T, m *Model, s State, steps []step) State {
 	t.Helper()
-	for i, st := range steps {
-		var got ratelimit.Decision
-		s, got = m.Step(s, st.at, st.n)
-		if got.Granted != st.ok || got.Remaining != st.rem {
-			t.Errorf("step %d: Step(t0%+v, %d) = granted %v remaining %d, want %v %d",
-				i, time.Duration(st.at-t0), st.n, got.Granted, got.Remaining, st.ok, st.rem)
-		}
-		if !st.ok && got.RetryAfter != st.retry {
-			t.Errorf("step %d: Step(t0%+v, %d).RetryAfter = %v (%dns), want %v (%dns)",
-				i, time.Duration(st.at-t0), st.n, got.RetryAfter, int64(got.RetryAfter), st.retry, int64(st.retry))
-		}
-	}
-	return s
+	return modeltest.Run(t, m.Step, t0, s, steps)
 }
 
-func model(t *testing.T, c Config) *Model {
-	t.Helper()
-	m, err := NewModel(c)
-	if err != nil {
-		t.Fatalf("NewModel(%+v): %v", c, err)
+func model(t *testing.T, c Config) *Model { t.Helper(); return modeltest.New(t, NewModel, c) }
+
+// simOf adapts m to modeltest's checks. The bucket must be idle at an
+// InitialAt of check.Far too, and a refusal's When and Reserve must name
+// the instant its RetryAfter does.
+func simOf(m *Model) modeltest.Sim[State] {
+	return modeltest.Sim[State]{
+		Capacity:  m.burst,
+		Initial:   m.Initial,
+		Step:      m.Step,
+		InitialAt: m.InitialAt,
+		Far:       check.Far,
+		IdleAtFar: true,
+		Refusal: func(s State, now, n int64, r time.Duration) string {
+			var msgs []string
+			if w := m.When(s, now, n); w != now+int64(r) {
+				msgs = append(msgs, fmt.Sprintf("When = now%+v, RetryAfter %v", time.Duration(w-now), r))
+			}
+			if _, due, ok := m.Reserve(s, now, n); due != now+int64(r) || ok != (due < check.Far) {
+				msgs = append(msgs, fmt.Sprintf("Reserve due now%+v ok %v, RetryAfter %v", time.Duration(due-now), ok, r))
+			}
+			return strings.Join(msgs, "; ")
+		},
+		Refund: m.Refund,
+		Made:   m.Made,
 	}
-	return &m
 }
 
 // TestStepBurst3 is x/time/rate's TestLimiterBurst3, with the RetryAfter of
@@ -225,191 +227,76 @@ func TestRetryAfterNotCapped(t *testing.T) {
 	if at := time.Unix(0, t0+r).UTC(); at.Year() != 2120 && at.Year() != 2121 {
 		t.Errorf("RetryAfter names %v, want 95 years after 2026-01-01", at)
 	}
-	checkRetry(t, m, s, t0, 1, d.RetryAfter)
-}
-
-// checkRetry checks that a refusal's RetryAfter r at now is exact: the same
-// request on the same state is refused at now+r-1 and granted at now+r,
-// unless now+r is check.Far, the documented cap.
-func checkRetry(t *testing.T, m *Model, s State, now, n int64, r time.Duration) {
-	t.Helper()
-	if msg := retryError(m, s, now, n, r); msg != "" {
+	if msg := modeltest.CheckRetry(simOf(m), s, t0, 1, d.RetryAfter); msg != "" {
 		t.Error(msg)
 	}
 }
 
-// retryError is checkRetry's verdict: what is wrong, or "".
-func retryError(m *Model, s State, now, n int64, r time.Duration) string {
-	if r <= 0 || now+int64(r) > check.Far {
-		return fmt.Sprintf("refusal of %d at %d has RetryAfter %v: not in (0, Far-now]", n, now, r)
-	}
-	if _, d := m.Step(s, now+int64(r)-1, n); d.Granted {
-		return fmt.Sprintf("state %+v, %d permits: refused at %d with RetryAfter %v (%dns), but granted 1ns before", s, n, now, r, int64(r))
-	}
-	if now+int64(r) == check.Far {
-		return ""
-	}
-	if _, d := m.Step(s, now+int64(r), n); !d.Granted {
-		return fmt.Sprintf("state %+v, %d permits: refused at %d with RetryAfter %v (%dns), and refused then too (RetryAfter %v)", s, n, now, r, int64(r), d.RetryAfter)
-	}
-	return ""
-}
-
 // ---- random sequences with out-of-order instants ----
-
-type call struct{ at, n int64 }
-
-// calls returns n requests whose instants follow a clock that moves forward
-// by up to gap, each read up to skew before the clock (a third of them),
-// asking 0 (status check) to capacity permits.
-func calls(r *rand.Rand, base int64, n int, gap, skew, capacity int64) []call {
-	cs := make([]call, n)
-	clock := base
-	for i := range cs {
-		if r.Intn(4) > 0 {
-			clock += r.Int63n(gap + 1)
-		}
-		at := clock
-		if r.Intn(3) == 0 {
-			at -= r.Int63n(skew + 1)
-		}
-		var p int64
-		switch r.Intn(10) {
-		case 0:
-			p = 0
-		case 1:
-			p = capacity
-		default:
-			p = 1 + r.Int63n(min(capacity, 3))
-		}
-		cs[i] = call{at, p}
-	}
-	return cs
-}
-
-// grant is a grant of n permits (n > 0) at effective instant at: the
-// newest instant of any decision up to it. The model promises that a
-// decision at an older instant is made at the newest it has seen, and the
-// memory backend, which reads its clock before its lock, decided it after
-// all of those.
-type grant struct {
-	step int
-	at   int64
-	n    int64
-}
-
-// exercise runs cs on a fresh state and checks, at every step: a refusal
-// at an instant no older than any before it has an exact RetryAfter, and
-// When and Reserve agree with it; InitialAt is exactly where the state
-// becomes idle. It returns the grants at their effective instants.
-func exercise(t *testing.T, m *Model, cs []call) []grant {
-	t.Helper()
-	s := m.Initial()
-	seen := int64(math.MinInt64)
-	var gs []grant
-	fails := 0
-	for i, c := range cs {
-		pre := s
-		newest := c.at >= seen
-		var d ratelimit.Decision
-		s, d = m.Step(s, c.at, c.n)
-		seen = max(seen, c.at)
-		if d.Granted && c.n > 0 {
-			gs = append(gs, grant{i, seen, c.n})
-		}
-		if d.Remaining < 0 || d.Remaining > m.burst {
-			t.Errorf("step %d: Remaining %d out of [0, %d]", i, d.Remaining, m.burst)
-		}
-		if !d.Granted && newest && c.n > 0 {
-			checkRetry(t, m, pre, c.at, c.n, d.RetryAfter)
-			if w := m.When(pre, c.at, c.n); w != c.at+int64(d.RetryAfter) {
-				t.Errorf("step %d: When = now%+v, RetryAfter %v", i, time.Duration(w-c.at), d.RetryAfter)
-			}
-			if _, due, ok := m.Reserve(pre, c.at, c.n); due != c.at+int64(d.RetryAfter) || ok != (due < check.Far) {
-				t.Errorf("step %d: Reserve due now%+v ok %v, RetryAfter %v", i, time.Duration(due-c.at), ok, d.RetryAfter)
-			}
-		}
-		checkInitialAt(t, m, s, seen)
-		if t.Failed() {
-			if fails++; fails > 5 {
-				t.Fatalf("stopping at step %d of %d; calls so far: %v", i, len(cs), cs[max(0, i-10):i+1])
-			}
-		}
-	}
-	return gs
-}
-
-// idle reports whether s, at now, is the initial state for every request:
-// the whole Burst is there.
-func idle(m *Model, s State, now int64) bool {
-	_, d := m.Step(s, now, 0)
-	_, all := m.Step(s, now, m.burst)
-	return d.Remaining == m.burst && all.Granted
-}
-
-// checkInitialAt checks that s, whose newest decision was at seen, is idle
-// from InitialAt(s) on and not 1ns before.
-func checkInitialAt(t *testing.T, m *Model, s State, seen int64) {
-	t.Helper()
-	at := m.InitialAt(s)
-	if probe := max(at, seen); probe <= check.Far && !idle(m, s, probe) {
-		t.Errorf("state %+v: InitialAt %d, but not idle at %d", s, at, probe)
-	}
-	if at != math.MinInt64 && at-1 >= seen && idle(m, s, at-1) {
-		t.Errorf("state %+v: InitialAt %d, but already idle 1ns before", s, at)
-	}
-}
 
 // checkContinuous checks that the permits granted in any span [a, b] of
 // effective instants are at most Burst + Rate×(b-a), plus Rate×1ns for the
 // grace of fits, plus float rounding.
-func checkContinuous(t *testing.T, burst int64, r float64, gs []grant, cs []call) {
+func checkContinuous(t *testing.T, burst int64, r float64, gs []modeltest.Grant, cs []modeltest.Call) {
 	t.Helper()
 	if len(gs) == 0 {
 		return
 	}
-	base := gs[0].at
+	base := gs[0].At
 	best, bi := math.Inf(-1), 0 // max over i of r×x_i - (permits before i)
 	sum := 0.0
 	before := make([]float64, len(gs)) // permits granted before each grant
 	for j, g := range gs {
-		x := float64(g.at-base) / 1e9
+		x := float64(g.At-base) / 1e9
 		before[j] = sum
 		if c := r*x - sum; c > best {
 			best, bi = c, j
 		}
-		sum += float64(g.n)
+		sum += float64(g.N)
 		excess := sum - r*x + best
 		tol := 1e-9*(float64(burst)+sum+r*x) + r*1e-9
 		if excess > float64(burst)+tol {
 			a := gs[bi]
 			t.Fatalf("%v permits granted in [%d, %d] (steps %d..%d, a span of %v): more than Burst %d + Rate %v × span = %v\ncalls: %v",
-				sum-before[bi], a.at, g.at, a.step, g.step, time.Duration(g.at-a.at), burst, r,
-				float64(burst)+r*float64(g.at-a.at)/1e9, cs[max(0, a.step-5):g.step+1])
+				sum-before[bi], a.At, g.At, a.Step, g.Step, time.Duration(g.At-a.At), burst, r,
+				float64(burst)+r*float64(g.At-a.At)/1e9, cs[max(0, a.Step-5):g.Step+1])
 		}
 	}
 }
 
 // checkInterval checks that the permits granted in any span [a, b] are at
 // most Burst + PerPeriod × (multiples of Period in (a, b]).
-func checkInterval(t *testing.T, burst, period, per int64, gs []grant, cs []call) {
+func checkInterval(t *testing.T, burst, period, per int64, gs []modeltest.Grant, cs []modeltest.Call) {
 	t.Helper()
 	if len(gs) == 0 {
 		return
 	}
-	k0 := check.FloorStart(gs[0].at, period) / period
+	k0 := check.FloorStart(gs[0].At, period) / period
 	tick := func(at int64) int64 { return check.FloorStart(at, period)/period - k0 }
 	best, bi := int64(math.MinInt64), 0
 	var sum int64
 	for j, g := range gs {
-		if c := per*tick(g.at) - sum; c > best {
+		if c := per*tick(g.At) - sum; c > best {
 			best, bi = c, j
 		}
-		sum += g.n
-		if excess := sum - per*tick(g.at) + best; excess > burst {
+		sum += g.N
+		if excess := sum - per*tick(g.At) + best; excess > burst {
 			a := gs[bi]
 			t.Fatalf("granted %d permits in [%d, %d] (steps %d..%d), more than Burst %d + %d×%d refills\ncalls: %v",
-				excess+per*(tick(g.at)-tick(a.at)), a.at, g.at, a.step, g.step, burst, per, tick(g.at)-tick(a.at), cs[max(0, a.step-5):g.step+1])
+				excess+per*(tick(g.At)-tick(a.At)), a.At, g.At, a.Step, g.Step, burst, per, tick(g.At)-tick(a.At), cs[max(0, a.Step-5):g.Step+1])
+		}
+	}
+}
+
+// bound returns the check of m's bound on grants: checkInterval for an
+// interval bucket, checkContinuous otherwise.
+func bound(t *testing.T, m *Model) func(gs []modeltest.Grant, cs []modeltest.Call) {
+	return func(gs []modeltest.Grant, cs []modeltest.Call) {
+		t.Helper()
+		if m.period > 0 {
+			checkInterval(t, m.burst, m.period, m.perPeriod, gs, cs)
+		} else {
+			checkContinuous(t, m.burst, m.limit, gs, cs)
 		}
 	}
 }
@@ -437,27 +324,18 @@ func TestOutOfOrder(t *testing.T) {
 	for i, rc := range randomConfigs {
 		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
 			m := model(t, rc.c)
-			for seed := int64(1); seed <= 3; seed++ {
-				r := rand.New(rand.NewSource(seed))
-				cs := calls(r, t0+r.Int63n(int64(time.Hour)), 3000, int64(rc.gap), int64(rc.skew), m.burst)
-				gs := exercise(t, m, cs)
-				if m.period > 0 {
-					checkInterval(t, m.burst, m.period, m.perPeriod, gs, cs)
-				} else {
-					checkContinuous(t, m.burst, m.limit, gs, cs)
-				}
-			}
+			modeltest.CheckOutOfOrder(t, simOf(m), int64(rc.gap), int64(rc.skew), bound(t, m))
 		})
 	}
 	t.Run("Inf", func(t *testing.T) {
 		m := model(t, Config{Rate: rate.Inf, Burst: 3})
 		r := rand.New(rand.NewSource(1))
-		for _, c := range calls(r, t0, 1000, int64(time.Millisecond), int64(time.Millisecond), 3) {
-			if _, d := m.Step(m.Initial(), c.at, c.n); !d.Granted {
+		for _, c := range modeltest.Calls(r, t0, 1000, int64(time.Millisecond), int64(time.Millisecond), 3) {
+			if _, d := m.Step(m.Initial(), c.At, c.N); !d.Granted {
 				t.Fatalf("rate.Inf refused %v", c)
 			}
 		}
-		exercise(t, m, calls(r, t0, 1000, 10, 10, 3))
+		modeltest.Exercise(t, simOf(m), modeltest.Calls(r, t0, 1000, 10, 10, 3))
 	})
 }
 
@@ -479,34 +357,6 @@ func TestStatusCheckInstantForgotten(t *testing.T) {
 }
 
 // ---- extreme configurations ----
-
-// within runs f in a goroutine and fails the test if it has not returned
-// after limit (or half the time left before the test's deadline): a model
-// that loops is a failure, not a hang. f reports through errorf, whose
-// messages the test logs once f has returned.
-func within(t *testing.T, limit time.Duration, what string, f func(errorf func(string, ...any))) {
-	t.Helper()
-	if dl, ok := t.Deadline(); ok {
-		if left := time.Until(dl) / 2; left < limit {
-			limit = left
-		}
-	}
-	var errs []string
-	errorf := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(errorf)
-	}()
-	select {
-	case <-done:
-		for _, e := range errs {
-			t.Error(e)
-		}
-	case <-time.After(limit):
-		t.Fatalf("%s did not return within %v", what, limit)
-	}
-}
 
 // minRate is the smallest rate Validate accepts for burst: Burst/Rate is 100 years.
 func minRate(t *testing.T, burst int) rate.Limit {
@@ -552,7 +402,7 @@ func TestExtremeConfigs(t *testing.T) {
 		for _, base := range bases {
 			t.Run(fmt.Sprintf("%+v/%v", c, time.Unix(0, base).UTC().Format("2006")), func(t *testing.T) {
 				m := model(t, c)
-				within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) { extreme(errorf, m, base) })
+				modeltest.Within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) { extreme(errorf, m, base) })
 			})
 		}
 	}
@@ -561,6 +411,7 @@ func TestExtremeConfigs(t *testing.T) {
 // extreme drains the bucket at base, asks again at once and later, and
 // checks every refusal and InitialAt, reporting through errorf.
 func extreme(errorf func(string, ...any), m *Model, base int64) {
+	sm := simOf(m)
 	b := m.burst
 	s := m.Initial()
 	s, d := m.Step(s, base, b)
@@ -570,7 +421,7 @@ func extreme(errorf func(string, ...any), m *Model, base int64) {
 	}
 	for _, at := range []int64{base, base + 1, base + int64(time.Second), base + int64(check.MaxDuration)/2} {
 		for _, n := range []int64{1, 2, b / 2, b} {
-			if n < 1 || n > b || at >= y2155 {
+			if n < 1 || n > b || at >= modeltest.Y2155 {
 				continue
 			}
 			_, d := m.Step(s, at, n)
@@ -582,7 +433,7 @@ func extreme(errorf func(string, ...any), m *Model, base int64) {
 				}
 				continue
 			}
-			if msg := retryError(m, s, at, n, d.RetryAfter); msg != "" {
+			if msg := modeltest.CheckRetry(sm, s, at, n, d.RetryAfter); msg != "" {
 				errorf("%s", msg)
 			}
 			if w != at+int64(d.RetryAfter) || due != w || ok != (w < check.Far) {
@@ -592,7 +443,7 @@ func extreme(errorf func(string, ...any), m *Model, base int64) {
 	}
 	ia := m.InitialAt(s)
 	if ia == math.MinInt64 {
-		if !idle(m, s, base) {
+		if !modeltest.Idle(sm, s, base) {
 			errorf("InitialAt says idle, but not idle at %d", base)
 		}
 		return
@@ -601,17 +452,13 @@ func extreme(errorf func(string, ...any), m *Model, base int64) {
 		errorf("InitialAt %d after draining at %d: not in (base, Far]", ia, base)
 		return
 	}
-	if ia < check.Far && !idle(m, s, ia) {
+	if ia < check.Far && !modeltest.Idle(sm, s, ia) {
 		errorf("not idle at InitialAt %d", ia)
 	}
-	if idle(m, s, ia-1) {
+	if modeltest.Idle(sm, s, ia-1) {
 		errorf("idle 1ns before InitialAt %d", ia)
 	}
 }
-
-// y2155 is where the documented range of decision instants ends: every
-// fill time Validate accepts ends before check.Far for decisions before it.
-var y2155 = time.Date(2155, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 
 // ---- parity with golang.org/x/time/rate ----
 
@@ -686,16 +533,16 @@ func TestRefundSameInstant(t *testing.T) {
 			r := rand.New(rand.NewSource(3))
 			s := m.Initial()
 			older := 0
-			for j, c := range calls(r, t0, 2000, int64(rc.gap), int64(rc.skew), m.burst) {
-				next, d := m.Step(s, c.at, c.n)
-				if d.Granted && c.n > 0 {
-					want := m.tokensAt(s, c.at)
-					if got := m.Refund(next, c.at, m.Made(next, c.at), c.n); got != want {
+			for j, c := range modeltest.Calls(r, t0, 2000, int64(rc.gap), int64(rc.skew), m.burst) {
+				next, d := m.Step(s, c.At, c.N)
+				if d.Granted && c.N > 0 {
+					want := m.tokensAt(s, c.At)
+					if got := m.Refund(next, c.At, m.Made(next, c.At), c.N); got != want {
 						t.Fatalf("call %d %+v on %+v: Refund(Step) = %+v, want %+v", j, c, s, got, want)
 					}
-					if m.Made(s, c.at) > c.at { // a grant at an instant older than the bucket's
+					if m.Made(s, c.At) > c.At { // a grant at an instant older than the bucket's
 						older++
-						if got := m.Refund(next, c.at, c.at, c.n); got.Tokens > want.Tokens {
+						if got := m.Refund(next, c.At, c.At, c.N); got.Tokens > want.Tokens {
 							t.Fatalf("call %d %+v on %+v: Refund(Step) given the older instant holds %v tokens, more than without the grant, %v", j, c, s, got.Tokens, want.Tokens)
 						}
 					}
@@ -718,13 +565,13 @@ func TestRefundLaterNothingIntervening(t *testing.T) {
 			m := model(t, rc.c)
 			r := rand.New(rand.NewSource(4))
 			s := m.Initial()
-			for _, c := range calls(r, t0, 2000, int64(rc.gap), 0, m.burst) {
-				next, d := m.Step(s, c.at, c.n)
-				if d.Granted && c.n > 0 {
-					later := c.at + r.Int63n(4*int64(rc.gap)+1)
-					refunded := m.Refund(next, later, m.Made(next, c.at), c.n)
+			for _, c := range modeltest.Calls(r, t0, 2000, int64(rc.gap), 0, m.burst) {
+				next, d := m.Step(s, c.At, c.N)
+				if d.Granted && c.N > 0 {
+					later := c.At + r.Int63n(4*int64(rc.gap)+1)
+					refunded := m.Refund(next, later, m.Made(next, c.At), c.N)
 					if refunded.Tokens > float64(m.burst) {
-						t.Fatalf("refund at +%v fills the bucket past Burst: %v", time.Duration(later-c.at), refunded.Tokens)
+						t.Fatalf("refund at +%v fills the bucket past Burst: %v", time.Duration(later-c.At), refunded.Tokens)
 					}
 					sameDecisions(t, m, refunded, s, later, r)
 				}
@@ -772,40 +619,10 @@ func TestRefundNeverExceedsBound(t *testing.T) {
 	for i, rc := range randomConfigs {
 		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
 			m := model(t, rc.c)
-			for seed := int64(1); seed <= 3; seed++ {
-				r := rand.New(rand.NewSource(seed))
-				cs := calls(r, t0, 3000, int64(rc.gap), 0, m.burst)
-				s := m.Initial()
-				var gs []grant
-				refunded := map[int]bool{}
-				made := map[int]int64{} // the instant each grant was made at, which its refund is given
-				for j, c := range cs {
-					if len(gs) > 0 && r.Intn(4) == 0 {
-						g := gs[len(gs)-1-r.Intn(min(len(gs), 4))]
-						if !refunded[g.step] {
-							refunded[g.step] = true
-							s = m.Refund(s, c.at, made[g.step], g.n)
-							continue
-						}
-					}
-					var d ratelimit.Decision
-					if s, d = m.Step(s, c.at, c.n); d.Granted && c.n > 0 {
-						gs = append(gs, grant{j, c.at, c.n})
-						made[j] = m.Made(s, c.at)
-					}
-				}
-				kept := gs[:0:0]
-				for _, g := range gs {
-					if !refunded[g.step] {
-						kept = append(kept, g)
-					}
-				}
-				if m.period > 0 {
-					checkInterval(t, m.burst, m.period, m.perPeriod, kept, cs)
-				} else {
-					checkContinuous(t, m.burst, m.limit, kept, cs)
-				}
-			}
+			// A refund in a call's place, at that call's instant: the calls
+			// are in order (skew 0), so a grant's effective instant is its
+			// own.
+			modeltest.CheckRefundsKeepBound(t, simOf(m), int64(rc.gap), 0, true, bound(t, m))
 		})
 	}
 }
