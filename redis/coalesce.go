@@ -18,9 +18,16 @@ const maxSenders, maxBatch = 2, 64
 // script call. There is no linger: a call that finds the queue empty and a
 // sender free goes at once, alone and on its caller's ctx, as without
 // coalescing. Calls arriving while maxSenders batches are in flight wait in
-// the queue, and leave together as soon as a sender is free. A sender whose
-// own call is answered hands what is still queued to a goroutine, which
-// sends it and exits when the queue is empty.
+// the queue, and leave together as soon as a sender is free.
+//
+// No caller waits on a script call past its own ctx (which carries the
+// limiter's timeout, see call): the calls run in goroutines, and each caller
+// selects on its answer and on its ctx. A lone call's goroutine, once
+// answered, hands what queued meanwhile to a sending goroutine; a caller
+// that queues while a sender is free starts one. A batch serves many callers, so it
+// runs on no caller's ctx but on the limiter's timeout; a call left behind
+// by its caller finishes on its own, when the server answers or the client's
+// own timeouts fire.
 type batcher struct {
 	l       *Limiter
 	mu      sync.Mutex
@@ -47,15 +54,13 @@ func (b *batcher) do(ctx context.Context, args []interface{}) ([]interface{}, er
 	}
 	if free && len(b.queue) == 0 {
 		b.mu.Unlock()
-		v, err := b.l.script.Run(ctx, b.l.client, b.l.keys, args...).Slice()
-		b.handOff()
-		return v, err
+		return b.l.run(ctx, args, b.handOff)
 	}
 	p := &pending{args: args, done: make(chan struct{})}
 	b.queue = append(b.queue, p)
 	b.mu.Unlock()
 	if free {
-		b.send(p)
+		go b.drain()
 	}
 	select {
 	case <-p.done:
@@ -72,24 +77,12 @@ func (b *batcher) do(ctx context.Context, args []interface{}) ([]interface{}, er
 		}
 	}
 	b.mu.Unlock()
-	return nil, ctx.Err()
-}
-
-// send sends batches until own is answered, then hands off.
-func (b *batcher) send(own *pending) {
-	for {
-		batch := b.next()
-		if batch == nil {
-			return
-		}
-		b.exec(batch)
-		select {
-		case <-own.done:
-			b.handOff()
-			return
-		default:
-		}
+	select {
+	case <-p.done: // answered meanwhile: the answer beats the ctx error
+		return p.v, p.err
+	default:
 	}
+	return nil, ctx.Err()
 }
 
 // handOff is a sender's last step: what is still queued goes to a goroutine
@@ -106,6 +99,8 @@ func (b *batcher) handOff() {
 	}
 }
 
+// drain sends batches until the queue is empty, then gives up its sender's
+// place.
 func (b *batcher) drain() {
 	for batch := b.next(); batch != nil; batch = b.next() {
 		b.exec(batch)

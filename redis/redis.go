@@ -85,7 +85,10 @@ const MaxKeyLen = 1024
 var (
 	// ErrInvalidKey: the key is empty or longer than MaxKeyLen. Nothing is sent.
 	ErrInvalidKey = errors.New("redis: invalid key")
-	// ErrUnavailable wraps a Redis failure under the default FailError policy.
+	// ErrUnavailable wraps a Redis failure under the default FailError
+	// policy; the error wraps the failure too (context.DeadlineExceeded when
+	// the limiter's timeout passed, a network error, ...): errors.Is and
+	// errors.As find both.
 	ErrUnavailable = errors.New("redis: backend unavailable")
 )
 
@@ -122,12 +125,29 @@ func WithFailurePolicy(p FailurePolicy) Option { return func(o *options) { o.pol
 // WithFallback answers from a local limiter (memory.New, say) while Redis fails.
 func WithFallback(l ratelimit.Limiter) Option { return func(o *options) { o.fallback = l } }
 
-// WithTimeout bounds each call to Redis; past it the failure policy applies.
+// DefaultTimeout is the bound on each call to Redis when WithTimeout is not
+// given.
+const DefaultTimeout = time.Second
+
+// WithTimeout bounds each call to Redis (Acquire, Wait's round trips,
+// Refund, Stats), DefaultTimeout (1s) by default: past it the call returns,
+// within a few milliseconds, with the failure policy's answer (FailError:
+// an error wrapping both ErrUnavailable and context.DeadlineExceeded). The
+// bound holds whatever the go-redis client's options (go-redis itself
+// ignores a context's deadline while reading a reply unless
+// ContextTimeoutEnabled is set): the caller stops waiting, and a script
+// call it leaves behind finishes on its own when the server answers or the
+// client's own timeouts (ReadTimeout, 3s by default) fire; a decision it
+// makes then (a permit taken) stands, as with a cancelled ctx. A caller's
+// ctx that ends sooner ends the call sooner, with the ctx's error. A d of
+// zero or less removes the bound: calls then wait for their ctx or the
+// client's own timeouts.
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithLeaseTTL sets how long a concurrency lease survives its holder's
-// silence (a crashed process): leases are renewed every TTL/3 while held.
-// The default is 30s.
+// silence (a crashed process): leases are renewed every TTL/3 (on the
+// limiter's clock) while held, by one goroutine per client that renews the
+// leases of all its limiters in pipelined round trips. The default is 30s.
 func WithLeaseTTL(d time.Duration) Option { return func(o *options) { o.leaseTTL = d } }
 
 // WithoutRefusalCache sends every request to Redis. By default a refusal of
@@ -181,12 +201,17 @@ type Limiter struct {
 	closeMu  sync.Mutex
 	holders  sync.Map // holder number -> *holder, for renewal and release
 	nHolders atomic.Int64
-	renewing atomic.Bool
-	seq      atomic.Uint64
-	id       string
-	used     atomic.Int64 // UnixNano of the last call, for IdleFor
-	refusal  atomic.Pointer[refusal]
-	batcher  *batcher // nil with WithoutCoalescing
+	// Lease renewal, guarded by renewMu: the client's renewer while
+	// leases are held, the timer that marks them due on the limiter's
+	// clock, and whether they wait in the renewer's due list.
+	renewer     *renewer
+	renewTimer  ratelimit.Timer
+	renewQueued bool
+	seq         atomic.Uint64
+	id          string
+	used        atomic.Int64 // UnixNano of the last call, for IdleFor
+	refusal     atomic.Pointer[refusal]
+	batcher     *batcher // nil with WithoutCoalescing
 }
 
 // refusal is a remembered refusal: requests of exactly permits are refused
@@ -229,7 +254,7 @@ func (l *Limiter) remember(at time.Time, p int64, r reply) {
 // empty or longer than MaxKeyLen; windows and periods must be whole
 // microseconds, Redis's clock resolution.
 func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts ...Option) (*Limiter, error) {
-	o := options{prefix: "ratelimit:", leaseTTL: 30 * time.Second}
+	o := options{prefix: "ratelimit:", leaseTTL: 30 * time.Second, timeout: DefaultTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -354,12 +379,53 @@ func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits 
 	if l.batcher != nil {
 		v, err = l.batcher.do(ctx, args)
 	} else {
-		v, err = l.script.Run(ctx, l.client, l.keys, args...).Slice()
+		v, err = l.run(ctx, args, nil)
 	}
 	if err != nil {
 		return reply{}, err
 	}
 	return parseReply(v)
+}
+
+type result struct {
+	v   []interface{}
+	err error
+}
+
+// run makes one script call on ctx and returns its answer, or ctx's error
+// as soon as ctx ends, whatever the client's options: the call runs in a
+// goroutine the caller does not wait on past ctx, which finishes on its own
+// when the server answers or the client's timeouts fire. That goroutine
+// runs then (nil: nothing) once answered, before handing the answer over. A
+// ctx that can never end (no timeout, no cancel) makes the call in the
+// caller's goroutine.
+func (l *Limiter) run(ctx context.Context, args []interface{}, then func()) ([]interface{}, error) {
+	if ctx.Done() == nil {
+		v, err := l.script.Run(ctx, l.client, l.keys, args...).Slice()
+		if then != nil {
+			then()
+		}
+		return v, err
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := l.script.Run(ctx, l.client, l.keys, args...).Slice()
+		if then != nil {
+			then()
+		}
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-ch: // answered meanwhile: the answer beats the ctx error
+			return r.v, r.err
+		default:
+		}
+		return nil, ctx.Err()
+	}
 }
 
 // argv is a decision's script arguments: now (empty: the server's TIME;
@@ -488,7 +554,7 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 	case FailClosed:
 		return l.leases.Lease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonUnavailable), nil
 	}
-	return ratelimit.Lease{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	return ratelimit.Lease{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
 // Wait takes permits, waiting until ctx is done. The token bucket reserves in
@@ -636,7 +702,7 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	l.refusal.Store(nil) // permits came back: a cached refusal may be wrong
 	return nil
@@ -684,6 +750,7 @@ func (l *Limiter) Close() error {
 		h.(*holder).release()
 		return true
 	})
+	l.stopRenewal()
 	return nil
 }
 
@@ -698,16 +765,33 @@ func (l *Limiter) IdleFor() (time.Duration, bool) {
 }
 
 // Stats asks Redis for the available permits (a status check, one round
-// trip); Queued, Granted and Refused are not tracked across processes.
+// trip, bounded by the limiter's timeout: WithTimeout, DefaultTimeout by
+// default); Queued, Granted and Refused are not tracked across processes.
+// When Redis does not answer in time it reports zero Stats: StatsContext
+// reports the error.
 func (l *Limiter) Stats() ratelimit.Stats {
+	s, _ := l.StatsContext(context.Background())
+	return s
+}
+
+// StatsContext is Stats on ctx (bounded by the limiter's timeout too), with
+// the error: ctx's when it ends first, otherwise one wrapping
+// ErrUnavailable and the failure. The failure policy does not apply.
+func (l *Limiter) StatsContext(ctx context.Context) (ratelimit.Stats, error) {
 	if l.unlimited {
-		return ratelimit.Stats{Available: l.capacity}
+		return ratelimit.Stats{Available: l.capacity}, nil
 	}
-	r, err := l.call(context.Background(), l.localNow(), "a", 0, l.tail("-")...)
+	if err := ratelimit.CheckContext(ctx); err != nil {
+		return ratelimit.Stats{}, err
+	}
+	r, err := l.call(ctx, l.localNow(), "a", 0, l.tail("-")...)
 	if err != nil {
-		return ratelimit.Stats{}
+		if ctx.Err() != nil {
+			return ratelimit.Stats{}, ctx.Err()
+		}
+		return ratelimit.Stats{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return ratelimit.Stats{Available: max(r.remaining, 0)}
+	return ratelimit.Stats{Available: max(r.remaining, 0)}, nil
 }
 
 // holderName is the name under which holder number n is recorded in
@@ -735,9 +819,8 @@ type holder struct {
 func (l *Limiter) hold(n uint64, p int64) {
 	h := &holder{l: l, n: n, id: l.holderName(n), permits: p}
 	l.holders.Store(n, h)
-	l.nHolders.Add(1)
-	if l.renewing.CompareAndSwap(false, true) {
-		go l.renew()
+	if l.nHolders.Add(1) == 1 {
+		l.startRenewal()
 	}
 }
 
@@ -757,37 +840,178 @@ func (h *holder) release() {
 		return
 	}
 	h.l.holders.Delete(h.n)
-	h.l.nHolders.Add(-1)
+	if h.l.nHolders.Add(-1) == 0 {
+		h.l.stopRenewal()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(h.l.o.timeout, 5*time.Second))
 	defer cancel()
 	h.l.call(ctx, h.l.localNow(), "r", h.permits, h.id) // on failure the holder expires after the lease TTL
 }
 
-// renew extends every held lease each TTL/3, until none is held or the
-// limiter is closed: one goroutine per limiter, not per lease.
-func (l *Limiter) renew() {
-	tick := time.NewTicker(l.o.leaseTTL / 3)
-	defer tick.Stop()
-	for {
-		select {
-		case <-l.closed:
-			l.renewing.Store(false)
-			return
-		case <-tick.C:
+// Lease renewal: one renewer per client (the goredis.UniversalClient value)
+// with limiters holding leases, one goroutine each. Each such limiter has a
+// timer on its own clock that puts it in its renewer's due list every
+// TTL/3; the renewer's goroutine renews every lease of the limiters due, a
+// pipeline of at most renewBatch script calls per round trip, and exits
+// (leaving the registry) when no limiter of its client holds a lease.
+var (
+	renewMu  sync.Mutex
+	renewers = map[goredis.UniversalClient]*renewer{}
+)
+
+// renewBatch bounds the renewals sent in one pipelined round trip.
+const renewBatch = 256
+
+type renewer struct {
+	client goredis.UniversalClient
+	n      int        // limiters registered; guarded by renewMu
+	due    []*Limiter // guarded by renewMu
+	wake   chan struct{}
+}
+
+// startRenewal registers l with its client's renewer, starting it if
+// needed, once l holds a lease.
+func (l *Limiter) startRenewal() {
+	renewMu.Lock()
+	defer renewMu.Unlock()
+	if l.renewer != nil || l.nHolders.Load() == 0 || l.isClosed() {
+		return
+	}
+	r := renewers[l.client]
+	if r == nil {
+		r = &renewer{client: l.client, wake: make(chan struct{}, 1)}
+		renewers[l.client] = r
+		go r.run()
+	}
+	r.n++
+	l.renewer = r
+	l.schedule()
+}
+
+// stopRenewal unregisters l once it holds no lease or is closed.
+func (l *Limiter) stopRenewal() {
+	renewMu.Lock()
+	defer renewMu.Unlock()
+	r := l.renewer
+	if r == nil || (l.nHolders.Load() != 0 && !l.isClosed()) {
+		return
+	}
+	l.renewer = nil
+	l.renewTimer.Stop()
+	if r.n--; r.n == 0 {
+		r.signal()
+	}
+}
+
+// schedule sets l's renewal timer to TTL/3 from now on l's clock; under
+// renewMu.
+func (l *Limiter) schedule() {
+	d := l.o.leaseTTL / 3
+	switch {
+	case l.renewTimer != nil:
+		l.renewTimer.Reset(d)
+	case l.o.clock != nil:
+		l.renewTimer = l.o.clock.AfterFunc(d, l.renewDue)
+	default:
+		l.renewTimer = time.AfterFunc(d, l.renewDue)
+	}
+}
+
+// renewDue puts l in its renewer's due list (its timer's function).
+func (l *Limiter) renewDue() {
+	renewMu.Lock()
+	defer renewMu.Unlock()
+	r := l.renewer
+	if r == nil || l.renewQueued {
+		return
+	}
+	l.renewQueued = true
+	r.due = append(r.due, l)
+	r.signal()
+}
+
+func (r *renewer) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *renewer) run() {
+	for range r.wake {
+		renewMu.Lock()
+		due := r.due
+		r.due = nil
+		for _, l := range due {
+			l.renewQueued = false
 		}
-		if l.nHolders.Load() == 0 {
-			l.renewing.Store(false)
-			// A lease taken since the check above saw renewing still set.
-			if l.nHolders.Load() == 0 || !l.renewing.CompareAndSwap(false, true) {
-				return
+		if r.n == 0 {
+			delete(renewers, r.client)
+			renewMu.Unlock()
+			return
+		}
+		live := due[:0]
+		for _, l := range due {
+			if l.renewer == r {
+				l.schedule() // the next renewal, TTL/3 from this one
+				live = append(live, l)
 			}
+		}
+		renewMu.Unlock()
+		r.renew(live)
+	}
+}
+
+type renewal struct {
+	l    *Limiter
+	args []interface{}
+}
+
+// renew extends every lease held by the limiters due, in pipelined round
+// trips of at most renewBatch script calls. A failure is not retried before
+// the next renewal: a lease lives TTL, renewed every TTL/3.
+func (r *renewer) renew(due []*Limiter) {
+	batch := make([]renewal, 0, renewBatch)
+	for _, l := range due {
+		if l.isClosed() {
+			continue
 		}
 		l.holders.Range(func(_, v any) bool {
 			h := v.(*holder)
-			ctx, cancel := context.WithTimeout(context.Background(), l.o.leaseTTL/3)
-			l.call(ctx, l.localNow(), "n", h.permits, h.id)
-			cancel()
+			batch = append(batch, renewal{l, l.argv(l.localNow(), "n", h.permits, []interface{}{h.id})})
+			if len(batch) == renewBatch {
+				r.send(batch)
+				batch = batch[:0]
+			}
 			return true
 		})
+	}
+	if len(batch) > 0 {
+		r.send(batch)
+	}
+}
+
+func (r *renewer) send(batch []renewal) {
+	var timeout time.Duration
+	for _, x := range batch {
+		d := x.l.o.timeout
+		if d <= 0 {
+			d = x.l.o.leaseTTL / 3
+		}
+		timeout = max(timeout, d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	pipe := r.client.Pipeline()
+	cmds := make([]*goredis.Cmd, len(batch))
+	for i, x := range batch {
+		cmds[i] = x.l.script.EvalSha(ctx, pipe, x.l.keys, x.args...)
+	}
+	pipe.Exec(ctx)
+	for i, c := range cmds {
+		if err := c.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			x := batch[i]
+			x.l.script.Run(ctx, r.client, x.l.keys, x.args...) // loads the script
+		}
 	}
 }
