@@ -293,7 +293,8 @@ func TestChainNests(t *testing.T) {
 	if org.Stats().Available != 7 {
 		t.Fatalf("org %+v; want 7: refunding leases that are not the chain's grants does nothing", org.Stats())
 	}
-	if err := r.Refund(nil, g, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
+	//lint:ignore SA1012 a nil context is the input under test
+	if err := r.Refund(nil, g, 1); !errors.Is(err, ratelimit.ErrNilContext) {
 		t.Fatalf("Refund(nil ctx): %v", err)
 	}
 	if err := r.Refund(bg, g, -1); !errors.Is(err, ratelimit.ErrInvalidPermits) {

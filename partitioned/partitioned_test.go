@@ -734,7 +734,8 @@ func TestZeroAndNilLimiter(t *testing.T) {
 	if _, err := partitioned.New(partitioned.Config[string]{Key: identity, New: func(string) (ratelimit.Limiter, error) { return partitioned.NoLimit(), nil }, Overflow: overflow}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 		t.Errorf("New with a typed nil Overflow: %v, want ErrInvalidConfig", err)
 	}
-	if _, err := partitioned.NoLimit().Acquire(nil, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
+	//lint:ignore SA1012 a nil context is the input under test
+	if _, err := partitioned.NoLimit().Acquire(nil, 1); !errors.Is(err, ratelimit.ErrNilContext) {
 		t.Errorf("NoLimit with a nil ctx: %v, want ErrNilContext", err)
 	}
 }
