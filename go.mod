@@ -1,6 +1,6 @@
 module github.com/limitkit/ratelimit
 
-go 1.22
+go 1.24
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0

@@ -150,37 +150,118 @@ func BenchmarkRedis(b *testing.B) {
 	}
 }
 
-// BenchmarkRedisLone: one goroutine, coalescing on and off, alternated in
-// 20 rounds of 2,000 calls (b.N is ignored: run with -benchtime=1x), so
-// that both see the same machine. Reports the median µs per call of each
-// and their ratio.
+// BenchmarkRedisLone: one goroutine, the p50 latency of limitkit's token
+// bucket (with the README's client, which sets ContextTimeoutEnabled, and
+// with go-redis's default options, where each call runs in a goroutine so
+// that WithTimeout holds) against go-redis/redis_rate on the same server,
+// alternated in 10 rounds of 2,000 calls each (b.N is ignored: run with
+// -benchtime=1x). Neither state ever expires (a burst of 1e9), so both
+// scripts do the same work: read the state and the time, write the state.
+// Reports the medians and the ratios to redis_rate (below 1: faster).
 func BenchmarkRedisLone(b *testing.B) {
 	addr := redistest.Start(b).Addr
 	ctx := context.Background()
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
-	defer c.Close()
-	cfg := tokenbucket.Config{Rate: 1e9, Burst: 1 << 40}
-	with, _ := redis.New(c, "lone-with", cfg)
-	without, _ := redis.New(c, "lone-without", cfg, redis.WithoutCoalescing())
-	limiters := []*redis.Limiter{with, without}
-	var us [2][]float64
-	for round := 0; round < 20; round++ {
-		for k := 0; k < 2; k++ {
-			i := (round + k) % 2 // each goes first in half the rounds
-			t0 := time.Now()
-			for n := 0; n < 2000; n++ {
-				if _, err := limiters[i].Acquire(ctx, 1); err != nil {
-					b.Fatal(err)
-				}
+	readme := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defaults := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer readme.Close()
+	defer defaults.Close()
+	cfg := tokenbucket.Config{Rate: 1000, Burst: 1e9}
+	ours, _ := redis.New(readme, "lone-readme", cfg)
+	oursDefault, _ := redis.New(defaults, "lone-default", cfg)
+	theirs := redis_rate.NewLimiter(readme)
+	lim := redis_rate.Limit{Rate: 1000, Burst: 1e9, Period: time.Second}
+	ops := []func() error{
+		func() error { _, err := ours.Acquire(ctx, 1); return err },
+		func() error { _, err := oursDefault.Acquire(ctx, 1); return err },
+		func() error { _, err := theirs.Allow(ctx, "lone-theirs", lim); return err },
+	}
+	var p50 [3][]float64
+	for round := 0; round < 10; round++ {
+		for k := range ops {
+			i := (round + k) % len(ops) // each goes first in turn
+			c, err := measure(1, 2000, ops[i])
+			if err != nil {
+				b.Fatal(err)
 			}
-			us[i] = append(us[i], float64(time.Since(t0).Microseconds())/2000)
+			p50[i] = append(p50[i], float64(c.p50.Nanoseconds())/1e3)
 		}
 	}
-	median := func(v []float64) float64 { sort.Float64s(v); return (v[len(v)/2-1] + v[len(v)/2]) / 2 }
-	w, wo := median(us[0]), median(us[1])
-	b.ReportMetric(w, "µs/call-coalescing")
-	b.ReportMetric(wo, "µs/call-without")
-	b.ReportMetric(w/wo, "time-ratio")
+	ourP50, defaultP50, theirP50 := medianOf(p50[0]), medianOf(p50[1]), medianOf(p50[2])
+	b.ReportMetric(ourP50, "p50-µs-limitkit")
+	b.ReportMetric(defaultP50, "p50-µs-limitkit-default-options")
+	b.ReportMetric(theirP50, "p50-µs-redis_rate")
+	b.ReportMetric(ourP50/theirP50, "p50-ratio")
+	b.ReportMetric(defaultP50/theirP50, "p50-ratio-default-options")
+}
+
+// BenchmarkRedisKeys: decisions per second and p99 latency at 64
+// goroutines on one client, over 10,000 keys (one limiter per key, made by
+// one Factory; redis_rate's limiter takes the key per call) and over one
+// key, limitkit's token bucket against go-redis/redis_rate on one
+// redis-server, alternated in 5 rounds of 40,000 decisions each (b.N is
+// ignored: run with -benchtime=1x). Reports the medians and the ratios to
+// redis_rate (throughput: above 1 is faster; p99: below 1 is better).
+func BenchmarkRedisKeys(b *testing.B) {
+	addr := redistest.Start(b).Addr
+	ctx := context.Background()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 64, ContextTimeoutEnabled: true})
+	defer c.Close()
+	const keys, goroutines, calls, rounds = 10_000, 64, 40_000, 5
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprintf("user-%d", i)
+	}
+	f, err := redis.NewFactory(c, tokenbucket.Config{Rate: 1000, Burst: 1e9})
+	if err != nil {
+		b.Fatal(err)
+	}
+	limiters := make([]*redis.Limiter, keys)
+	for i := range limiters {
+		limiters[i], _ = f.New(names[i])
+	}
+	theirs := redis_rate.NewLimiter(c)
+	lim := redis_rate.Limit{Rate: 1000, Burst: 1e9, Period: time.Second}
+	var next atomic.Uint64
+	key := func() int { return int(next.Add(1) * 7919 % keys) } // every key in turn, spread
+	cases := []struct {
+		name string
+		op   func() error
+	}{
+		{"limitkit-10000-keys", func() error { _, err := limiters[key()].Acquire(ctx, 1); return err }},
+		{"redis_rate-10000-keys", func() error { _, err := theirs.Allow(ctx, names[key()], lim); return err }},
+		{"limitkit-1-key", func() error { _, err := limiters[0].Acquire(ctx, 1); return err }},
+		{"redis_rate-1-key", func() error { _, err := theirs.Allow(ctx, names[0], lim); return err }},
+	}
+	perSecond := make([][]float64, len(cases))
+	p99 := make([][]float64, len(cases))
+	for round := 0; round < rounds; round++ {
+		for k := range cases {
+			i := (round + k) % len(cases)
+			r, err := measure(goroutines, calls, cases[i].op)
+			if err != nil {
+				b.Fatal(cases[i].name, err)
+			}
+			perSecond[i] = append(perSecond[i], r.perSecond)
+			p99[i] = append(p99[i], float64(r.p99.Nanoseconds())/1e3)
+		}
+	}
+	for i, tc := range cases {
+		b.ReportMetric(medianOf(perSecond[i]), "decisions/s-"+tc.name)
+		b.ReportMetric(medianOf(p99[i]), "p99-µs-"+tc.name)
+	}
+	for i := 0; i < len(cases); i += 2 {
+		b.ReportMetric(medianOf(perSecond[i])/medianOf(perSecond[i+1]), "throughput-ratio-"+cases[i].name)
+		b.ReportMetric(medianOf(p99[i])/medianOf(p99[i+1]), "p99-ratio-"+cases[i].name)
+	}
+}
+
+// median of v (sorted in place).
+func medianOf(v []float64) float64 {
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // BenchmarkRedisMemoryPerKey: used_memory per key, limitkit's token bucket
@@ -281,6 +362,52 @@ func BenchmarkPartitioned(b *testing.B) {
 		}, func(k string) { store.Take(ctx, k) })
 		store.Close(ctx)
 	})
+}
+
+// BenchmarkRedisPartitioned: Go heap per key of a partitioned limiter over
+// Redis (a Factory's limiters, a token bucket), 50,000 keys each granted
+// once (b.N is ignored: run with -benchtime=1x). The keys are IPv4
+// addresses, as in BenchmarkPartitioned.
+func BenchmarkRedisPartitioned(b *testing.B) {
+	const keys = 50_000
+	addr := redistest.Start(b).Addr
+	ctx := context.Background()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 64, ContextTimeoutEnabled: true})
+	defer c.Close()
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)
+	}
+	f, err := redis.NewFactory(c, tokenbucket.Config{Rate: 1, Burst: 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	h0 := heap()
+	p, err := partitioned.New(partitioned.Config[string]{
+		Key: func(s string) string { return s }, New: f.ForKey,
+		IdleTimeout: time.Hour, MaxPartitions: 2 * keys,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	var next atomic.Int64
+	if _, err := measure(64, keys, func() error {
+		_, err := p.Acquire(ctx, names[next.Add(1)-1], 1)
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if n := p.Stats().Live; n != keys {
+		b.Fatalf("%d partitions, want %d", n, keys)
+	}
+	b.ReportMetric(float64(heap()-h0)/keys, "heap-B/key")
 }
 
 // BenchmarkRedisFlood: 64 goroutines hammer one over-limit key for 10s

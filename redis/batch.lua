@@ -1,27 +1,41 @@
--- Runs the decision of ARGV (ARGV[1] is its time argument), or a batch.
--- A decision's ARGV is a head (now, permits, op), the limiter's
--- parameters, then extra arguments. A batch is ARGV 'batch', the
--- head's length h, the number of parameters np, the parameters, then for
--- each decision the number of its own arguments n and those: its head and
--- extra arguments. A batch replies with its decisions' replies, in order;
--- they are made one after another, at one instant, as the same calls would
--- be made one by one.
+-- Runs the decision of ARGV on KEYS, or a batch. decide(K, ARGV) makes one
+-- decision on the keys K: ARGV is a head (now, permits, op; now is the
+-- time argument), the limiter's parameters, then extra arguments.
+--
+-- A batch carries decisions of one or more limiters of this algorithm, all
+-- on one server (in a Cluster, one hash slot): ARGV is 'batch', the head's
+-- length h, then for each limiter, its keys taken from KEYS in order: the
+-- number of its keys nk, the number of its parameters np and those, the
+-- number of its decisions nd, and for each decision the number n of its own
+-- arguments and those (its head and extra arguments). A batch replies with
+-- its decisions' replies, in order; they are made one after another, at one
+-- instant, as the same calls would be made one by one. Every step reads at
+-- least one argument, so the loops end within #ARGV steps.
 if ARGV[1] ~= 'batch' then
   set_now(ARGV[1])
-  return decide(ARGV)
+  return decide(KEYS, ARGV)
 end
 batching, written = true, {}
-local h, np = tonumber(ARGV[2]), tonumber(ARGV[3])
-local out, i = {}, 4 + np
+local h = tonumber(ARGV[2])
+local out, i, k = {}, 3, 0
 while i <= #ARGV do
-  local n = tonumber(ARGV[i])
-  local a = {}
-  for j = 1, h do a[j] = ARGV[i + j] end
-  for j = 1, np do a[h + j] = ARGV[3 + j] end
-  for j = h + 1, n do a[np + j] = ARGV[i + j] end
-  set_now(a[1])
-  out[#out + 1] = decide(a)
-  i = i + n + 1
+  local nk, np = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local K = {}
+  for j = 1, nk do K[j] = KEYS[k + j] end
+  k = k + nk
+  local params = i + 1 -- parameter j is ARGV[params + j]
+  local nd = tonumber(ARGV[params + np + 1])
+  i = params + np + 2
+  for _ = 1, nd do
+    local n = tonumber(ARGV[i])
+    local a = {}
+    for j = 1, h do a[j] = ARGV[i + j] end
+    for j = 1, np do a[h + j] = ARGV[params + j] end
+    for j = h + 1, n do a[np + j] = ARGV[i + j] end
+    set_now(a[1])
+    out[#out + 1] = decide(K, a)
+    i = i + n + 1
+  end
 end
-for k, w in pairs(written) do write(k, unpack(w, 1, 5)) end
+for key, w in pairs(written) do write(key, unpack(w, 1, 5)) end
 return out

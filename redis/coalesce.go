@@ -3,50 +3,111 @@ package redis
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
+	"time"
+	"weak"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
-// maxSenders bounds the batches one limiter has in flight at once; maxBatch
-// the decisions in one batch. One limiter's decisions run one after another
-// on the server anyway: measured with 16 and 64 goroutines on one key, two
+// maxSenders bounds the batches one pipe has in flight at once; maxBatch
+// the decisions in one batch. Decisions on one server run one after
+// another anyway: measured with 16 and 64 goroutines on one key, two
 // batches in flight gave the most decisions per second and the lowest p99
 // (8 gave 25% fewer decisions and a p99 50% higher; 1 gave 10% fewer at 16
-// goroutines).
+// goroutines); at 64 goroutines over 10,000 keys, 4 did no better than 2
+// (BenchmarkRedisKeys in the bench module).
 const maxSenders, maxBatch = 2, 64
 
-// batcher sends concurrent decisions of one limiter in batches, each one
-// script call. There is no linger: a call that finds the queue empty and a
-// sender free goes at once, alone and on its caller's ctx, as without
-// coalescing. Calls arriving while maxSenders batches are in flight wait in
-// the queue, and leave together as soon as a sender is free.
+// A pipe sends the concurrent decisions of every limiter that shares its
+// target in batches: a single-node client's server (one pipe per client,
+// whatever the keys), one hash slot of a Cluster (so that one slot's batch
+// never waits behind another's, and a batch's keys may share one script
+// call), or one hash tag on any other client (a Ring shards by tag).
 //
-// No caller waits on a script call past its own ctx (which carries the
-// limiter's timeout, see call): the calls run in goroutines, and each caller
-// selects on its answer and on its ctx. A lone call's goroutine, once
-// answered, hands what queued meanwhile to a sending goroutine; a caller
-// that queues while a sender is free starts one. A batch serves many callers, so it
-// runs on no caller's ctx but on the limiter's timeout; a call left behind
-// by its caller finishes on its own, when the server answers or the client's
-// own timeouts fire.
-type batcher struct {
-	l       *Limiter
+// There is no linger: a call that finds the queue empty and a sender free
+// goes at once, alone and on its caller's ctx, as without coalescing. Calls
+// arriving while maxSenders batches are in flight wait in the queue, and
+// leave together as soon as a sender is free: the decisions of one script
+// (algorithm) in one script call, the calls of several scripts in one
+// pipelined round trip.
+//
+// No caller waits past its own ctx (which carries the limiter's timeout,
+// see Limiter.call): a queued caller selects on its answer and on its ctx.
+// A lone call's sender, once answered, hands what queued meanwhile to a
+// sending goroutine; a caller that queues while a sender is free starts
+// one. A batch serves many callers, so it runs on no caller's ctx but on
+// its limiters' timeout; a batch whose callers all left finishes on its
+// own, when the server answers or that timeout (or, when the client
+// ignores ctx deadlines, its own timeouts) fires.
+type pipe struct {
+	client  goredis.UniversalClient
 	mu      sync.Mutex
 	queue   []*pending
 	senders int // batches in flight, or about to be
 }
 
 type pending struct {
+	l    *Limiter
 	args []interface{}
 	v    []interface{}
 	err  error
-	sent bool // taken from the queue; guarded by the batcher's mu
+	sent bool // taken from the queue; guarded by the pipe's mu
 	done chan struct{}
 }
 
-// do runs one script call through the batcher. A call whose ctx ends while
-// it is queued is dropped from the queue, so it is never made; once sent,
-// its answer is lost with the ctx, as with a plain script call.
-func (b *batcher) do(ctx context.Context, args []interface{}) ([]interface{}, error) {
+// pipeKey names a pipe: a client, and the slot (Cluster) or tag (other
+// multi-node clients) it serves; slot -1 and tag "" for a whole client.
+type pipeKey struct {
+	client goredis.UniversalClient
+	slot   int
+	tag    string
+}
+
+// The pipes in use. A limiter holds its pipe; the registry holds it weakly,
+// so a pipe whose limiters are all gone is collected, and its entry (which
+// holds the client) removed.
+var (
+	pipesMu sync.Mutex
+	pipes   = map[pipeKey]weak.Pointer[pipe]{}
+)
+
+// pipeFor returns the pipe of the target of keys on client.
+func pipeFor(client goredis.UniversalClient, keys []string) *pipe {
+	k := pipeKey{client: client, slot: -1}
+	switch client.(type) {
+	case *goredis.Client: // one server (a Sentinel's failover client too)
+	case *goredis.ClusterClient:
+		k.slot = keySlot(keys[0])
+	default:
+		k.tag = hashTag(keys[0])
+	}
+	pipesMu.Lock()
+	defer pipesMu.Unlock()
+	if p := pipes[k].Value(); p != nil {
+		return p
+	}
+	p := &pipe{client: client}
+	pipes[k] = weak.Make(p)
+	runtime.AddCleanup(p, forgetPipe, k)
+	return p
+}
+
+// forgetPipe removes the entry of a collected pipe.
+func forgetPipe(k pipeKey) {
+	pipesMu.Lock()
+	defer pipesMu.Unlock()
+	if pipes[k].Value() == nil {
+		delete(pipes, k)
+	}
+}
+
+// do runs one of l's script calls through the pipe. A call whose ctx ends
+// while it is queued is dropped from the queue, so it is never made; once
+// sent, its answer is lost with the ctx, as with a plain script call.
+func (b *pipe) do(ctx context.Context, l *Limiter, args []interface{}) ([]interface{}, error) {
 	b.mu.Lock()
 	free := b.senders < maxSenders
 	if free {
@@ -54,9 +115,9 @@ func (b *batcher) do(ctx context.Context, args []interface{}) ([]interface{}, er
 	}
 	if free && len(b.queue) == 0 {
 		b.mu.Unlock()
-		return b.l.run(ctx, args, b.handOff)
+		return l.run(ctx, args, b.handOff)
 	}
-	p := &pending{args: args, done: make(chan struct{})}
+	p := &pending{l: l, args: args, done: make(chan struct{})}
 	b.queue = append(b.queue, p)
 	b.mu.Unlock()
 	if free {
@@ -87,7 +148,7 @@ func (b *batcher) do(ctx context.Context, args []interface{}) ([]interface{}, er
 
 // handOff is a sender's last step: what is still queued goes to a goroutine
 // that keeps the sender's place.
-func (b *batcher) handOff() {
+func (b *pipe) handOff() {
 	b.mu.Lock()
 	idle := len(b.queue) == 0
 	if idle {
@@ -101,7 +162,7 @@ func (b *batcher) handOff() {
 
 // drain sends batches until the queue is empty, then gives up its sender's
 // place.
-func (b *batcher) drain() {
+func (b *pipe) drain() {
 	for batch := b.next(); batch != nil; batch = b.next() {
 		b.exec(batch)
 	}
@@ -109,7 +170,7 @@ func (b *batcher) drain() {
 
 // next takes the next batch from the queue; nil, and one sender less, when
 // the queue is empty.
-func (b *batcher) next() []*pending {
+func (b *pipe) next() []*pending {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.queue) == 0 {
@@ -125,37 +186,102 @@ func (b *batcher) next() []*pending {
 	return batch
 }
 
-// exec sends the batch as one script call: the script makes the decisions
-// one after another (see batch.lua), so the server reads the time and runs
-// a script once per batch, not once per decision.
-func (b *batcher) exec(batch []*pending) {
-	l := b.l
-	ctx := context.Background() // a batch serves many callers: none's ctx
-	if l.o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.o.timeout)
-		defer cancel()
-	}
+// scriptCall is one script call of a batch: the decisions of the batch's
+// limiters that run this script, in the order of its replies.
+type scriptCall struct {
+	script *goredis.Script
+	keys   []string
+	args   []interface{}
+	calls  []*pending
+}
+
+// exec sends the batch: one script call per script, which makes its
+// decisions one after another (see batch.lua), so the server reads the
+// time and runs a script once per script and batch, not once per decision;
+// the script calls in one pipelined round trip.
+func (b *pipe) exec(batch []*pending) {
+	ctx, cancel := batchContext(batch)
+	defer cancel()
 	if len(batch) == 1 {
 		p := batch[0]
-		p.v, p.err = l.script.Run(ctx, l.client, l.keys, p.args...).Slice()
+		p.v, p.err = p.l.script.Run(ctx, p.l.client, p.l.keys, p.args...).Slice()
 		close(p.done)
 		return
 	}
-	// The parameters every decision of this limiter shares go once, after
-	// the head of now, permits and op; then each decision sends its own
-	// head and extra arguments.
-	head, np := l.headLen(), len(l.args)
-	args := make([]interface{}, 0, 3+np+len(batch)*(1+head))
-	args = append(append(args, "batch", head, np), l.args...)
+	calls := group(batch)
+	if len(calls) == 1 {
+		c := calls[0]
+		c.answer(c.script.Run(ctx, b.client, c.keys, c.args...).Slice())
+		return
+	}
+	pipe := b.client.Pipeline()
+	cmds := make([]*goredis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	pipe.Exec(ctx) // each command carries its own error
+	for i, c := range calls {
+		v, err := cmds[i].Slice()
+		if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			v, err = c.script.Run(ctx, b.client, c.keys, c.args...).Slice() // loads the script
+		}
+		c.answer(v, err)
+	}
+}
+
+// batchContext bounds a batch by the longest timeout of its limiters; by
+// none when one of them has none.
+func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
+	var d time.Duration
 	for _, p := range batch {
-		args = append(append(append(args, len(p.args)-np), p.args[:head]...), p.args[head+np:]...)
+		if p.l.o.timeout <= 0 {
+			return context.Background(), func() {}
+		}
+		d = max(d, p.l.o.timeout)
 	}
-	v, err := l.script.Run(ctx, l.client, l.keys, args...).Slice()
-	if err == nil && len(v) != len(batch) {
-		err = fmt.Errorf("redis: batch of %d decisions got %d replies", len(batch), len(v))
+	return context.WithTimeout(context.Background(), d)
+}
+
+// group makes the script calls of a batch: per script, per limiter (in the
+// order of their first decision) its keys, parameters and decisions, as
+// batch.lua reads them.
+func group(batch []*pending) []*scriptCall {
+	byLimiter := map[*Limiter][]*pending{}
+	var limiters []*Limiter
+	for _, p := range batch {
+		if byLimiter[p.l] == nil {
+			limiters = append(limiters, p.l)
+		}
+		byLimiter[p.l] = append(byLimiter[p.l], p)
 	}
-	for i, p := range batch {
+	var calls []*scriptCall
+	byScript := map[*goredis.Script]*scriptCall{}
+	for _, l := range limiters {
+		c := byScript[l.script]
+		if c == nil {
+			c = &scriptCall{script: l.script, args: []interface{}{"batch", l.headLen()}}
+			byScript[l.script] = c
+			calls = append(calls, c)
+		}
+		own := byLimiter[l]
+		head, np := l.headLen(), len(l.args)
+		c.keys = append(c.keys, l.keys...)
+		c.args = append(append(c.args, len(l.keys), np), l.args...)
+		c.args = append(c.args, len(own))
+		for _, p := range own {
+			c.args = append(append(append(c.args, len(p.args)-np), p.args[:head]...), p.args[head+np:]...)
+		}
+		c.calls = append(c.calls, own...)
+	}
+	return calls
+}
+
+// answer hands each decision its reply, or the call's error.
+func (c *scriptCall) answer(v []interface{}, err error) {
+	if err == nil && len(v) != len(c.calls) {
+		err = fmt.Errorf("redis: batch of %d decisions got %d replies", len(c.calls), len(v))
+	}
+	for i, p := range c.calls {
 		if p.err = err; err == nil {
 			if p.v, _ = v[i].([]interface{}); p.v == nil {
 				p.err = fmt.Errorf("redis: batch reply %d has type %T", i, v[i])
@@ -163,4 +289,33 @@ func (b *batcher) exec(batch []*pending) {
 		}
 		close(p.done)
 	}
+}
+
+// hashTag is the part of key that Redis hashes: what is between its first
+// "{" and the first "}" after it, when that is not empty; the whole key
+// otherwise.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+// keySlot is the Cluster hash slot of key: CRC16 (XMODEM) of its hash tag,
+// modulo 16384.
+func keySlot(key string) int {
+	var crc uint16
+	for _, c := range []byte(hashTag(key)) {
+		crc ^= uint16(c) << 8
+		for i := 0; i < 8; i++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
 }

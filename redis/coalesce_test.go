@@ -2,9 +2,12 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,9 +20,10 @@ import (
 	"github.com/limitkit/ratelimit/ratelimittest"
 )
 
-// TestBatchDecidesAsOneByOne: a batch (one script call carrying several
-// decisions) replies exactly what the same calls made one by one reply, for
-// every algorithm, on miniredis and on a real server, at pinned instants.
+// TestBatchDecidesAsOneByOne: a batch (decisions of several limiters of
+// every algorithm, one script call per algorithm, pipelined) replies
+// exactly what the same calls made one by one reply, on miniredis and on a
+// real server, at pinned instants.
 func TestBatchDecidesAsOneByOne(t *testing.T) {
 	mini := miniredis.RunT(t)
 	clients := map[string]*goredis.Client{
@@ -29,49 +33,62 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 	ctx := context.Background()
 	for name, c := range clients {
 		t.Cleanup(func() { c.Close() })
-		for _, a := range ratelimittest.Algorithms() {
-			t.Run(name+"/"+a.Name, func(t *testing.T) {
-				clock := ratelimittest.NewClock()
-				cfg := a.Config(7, ratelimit.Queue{})
-				one, err := New(c, "one-"+a.Name, cfg, WithClock(clock), WithoutRefusalCache(), WithoutCoalescing())
-				if err != nil {
-					t.Fatal(err)
-				}
-				batched, _ := New(c, "batched-"+a.Name, cfg, WithClock(clock), WithoutRefusalCache())
-				rng := rand.New(rand.NewSource(int64(len(a.Name))))
-				decisions := 0
-				for round := 0; round < 30; round++ {
-					now := clock.Now()
-					var batch []*pending
-					var want []reply
-					for i := 0; i < 2+rng.Intn(7); i++ {
-						p := int64(rng.Intn(4))
-						r, err := one.call(ctx, now, "a", p, one.tail(one.holderID())...)
-						if err != nil {
-							t.Fatal(err)
-						}
-						want = append(want, r)
-						args := batched.argv(now, "a", p, batched.tail(batched.holderID()))
-						batch = append(batch, &pending{args: args, done: make(chan struct{})})
+		t.Run(name, func(t *testing.T) {
+			clock := ratelimittest.NewClock()
+			// Limiters of every algorithm, three keys each, one of them
+			// with another limit; their twins decide one by one.
+			var one, batched []*Limiter
+			for _, a := range ratelimittest.Algorithms() {
+				for k := 0; k < 3; k++ {
+					cfg := a.Config(5+k%2*4, ratelimit.Queue{})
+					key := fmt.Sprintf("%s-%d", a.Name, k)
+					o, err := New(c, "one-"+key, cfg, WithClock(clock), WithoutRefusalCache(), WithoutCoalescing())
+					if err != nil {
+						t.Fatal(err)
 					}
-					batched.batcher.exec(batch)
-					for i, p := range batch {
-						if p.err != nil {
-							t.Fatalf("round %d, decision %d: %v", round, i, p.err)
-						}
-						got, err := parseReply(p.v)
-						if err != nil || got != want[i] {
-							t.Fatalf("round %d, decision %d: batched %+v (%v), one by one %+v", round, i, got, err, want[i])
-						}
-						decisions++
+					b, _ := New(c, "batched-"+key, cfg, WithClock(clock), WithoutRefusalCache())
+					one, batched = append(one, o), append(batched, b)
+				}
+			}
+			rng := rand.New(rand.NewSource(1))
+			decisions, multi := 0, 0
+			for round := 0; round < 60; round++ {
+				now := clock.Now()
+				var batch []*pending
+				var want []reply
+				scripts := map[*goredis.Script]bool{}
+				for i := 0; i < 2+rng.Intn(20); i++ {
+					j := rng.Intn(len(one))
+					p := int64(rng.Intn(4))
+					r, err := one[j].call(ctx, now, "a", p, one[j].tail(one[j].holderID())...)
+					if err != nil {
+						t.Fatal(err)
 					}
-					clock.Advance(time.Duration(rng.Intn(400)) * time.Millisecond)
+					want = append(want, r)
+					b := batched[j]
+					batch = append(batch, &pending{l: b, args: b.argv(now, "a", p, b.tail(b.holderID())), done: make(chan struct{})})
+					scripts[b.script] = true
 				}
-				if decisions < 100 {
-					t.Fatalf("only %d decisions compared", decisions)
+				if len(scripts) > 1 {
+					multi++
 				}
-			})
-		}
+				batched[0].pipe.exec(batch)
+				for i, p := range batch {
+					if p.err != nil {
+						t.Fatalf("round %d, decision %d: %v", round, i, p.err)
+					}
+					got, err := parseReply(p.v)
+					if err != nil || got != want[i] {
+						t.Fatalf("round %d, decision %d (%s): batched %+v (%v), one by one %+v", round, i, p.l.keys[0], got, err, want[i])
+					}
+					decisions++
+				}
+				clock.Advance(time.Duration(rng.Intn(400)) * time.Millisecond)
+			}
+			if decisions < 300 || multi < 30 {
+				t.Fatalf("only %d decisions compared, %d batches of several scripts", decisions, multi)
+			}
+		})
 	}
 }
 
@@ -86,12 +103,12 @@ func TestBatcherDropsCancelledCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := l.batcher
+	b := l.pipe
 	b.senders = maxSenders // all busy
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, err := b.do(ctx, l.argv(clock.Now(), "a", 1, nil))
+		_, err := b.do(ctx, l, l.argv(clock.Now(), "a", 1, nil))
 		done <- err
 	}()
 	for queued := 0; queued == 0; {
@@ -163,7 +180,174 @@ func TestLoneCallGoesAlone(t *testing.T) {
 			t.Fatalf("command %d: on the caller's ctx %v, batch %v; want true, false", i, h.marked[i], h.batch[i])
 		}
 	}
-	if l.batcher.senders != 0 {
-		t.Fatalf("%d senders left after the calls", l.batcher.senders)
+	if l.pipe.senders != 0 {
+		t.Fatalf("%d senders left after the calls", l.pipe.senders)
+	}
+}
+
+// TestKeySlot: the Cluster hash slots of the Redis Cluster specification's
+// examples (CRC16 of the hash tag, modulo 16384).
+func TestKeySlot(t *testing.T) {
+	for key, want := range map[string]int{
+		"123456789":       0x31C3, // the specification's CRC16 check value
+		"somekey":         11058,
+		"foo{hash_tag}":   2515,
+		"bar{hash_tag}":   2515,
+		"{hash_tag}":      2515,
+		"foo{}{hash_tag}": keySlot("foo{}{hash_tag}"), // empty first tag: the whole key
+		"foo{{bar}}zap":   keySlot("{bar"),
+		"foo{bar}{zap}":   keySlot("bar"),
+	} {
+		if got := keySlot(key); got != want {
+			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if hashTag("foo{}{hash_tag}") != "foo{}{hash_tag}" || hashTag("a{b") != "a{b" || hashTag("") != "" {
+		t.Error("a key without a non-empty tag hashes whole")
+	}
+}
+
+// batchHook counts the script calls that carry the decisions of several
+// limiters (of one key each): more than one key.
+type batchHook struct{ multi atomic.Int64 }
+
+func (h *batchHook) count(cmd goredis.Cmder) {
+	a := cmd.Args()
+	if len(a) > 3 && (a[0] == "evalsha" || a[0] == "eval") {
+		if n, ok := a[2].(int); ok && n > 1 {
+			h.multi.Add(1)
+		}
+	}
+}
+func (h *batchHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *batchHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *batchHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, c := range cmds {
+			h.count(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestManyKeysBatched: 32 goroutines over 300 limiters of one client
+// (single node, Cluster, Ring), each limiter asked 64 times for one permit
+// of its 5: every limiter grants exactly 5, and no call fails: a batch
+// never mixes the keys of two Cluster slots (which the server refuses) or
+// two Ring shards. Script calls carried the decisions of several limiters
+// on the single node and, for keys chosen to share three slots, on the
+// Cluster; a Ring batches per key.
+func TestManyKeysBatched(t *testing.T) {
+	clients := map[string]goredis.UniversalClient{
+		"single":  goredis.NewClient(&goredis.Options{Addr: redistest.Start(t).Addr}),
+		"cluster": goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: redistest.Cluster(t)}),
+		"ring": goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{
+			"a": redistest.Start(t).Addr, "b": redistest.Start(t).Addr,
+		}}),
+	}
+	for _, c := range clients {
+		t.Cleanup(func() { c.Close() })
+	}
+	ctx := context.Background()
+	for name, c := range clients {
+		t.Run(name, func(t *testing.T) {
+			var h batchHook
+			c.AddHook(&h)
+			const keys, goroutines, limit = 300, 32, 5
+			f, err := NewFactory(c, fixedwindow.Config{Limit: limit, Window: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			limiters := make([]*Limiter, 0, keys)
+			slots := map[int]bool{}
+			for i := 0; len(limiters) < keys; i++ {
+				key := fmt.Sprintf("many-%s-%d", name, i)
+				if name == "cluster" {
+					slot := keySlot("{" + key + "}")
+					if len(slots) == 3 && !slots[slot] {
+						continue
+					}
+					slots[slot] = true
+				}
+				l, _ := f.New(key)
+				limiters = append(limiters, l)
+			}
+			var granted [keys]atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, goroutines)
+			for g := 0; g < goroutines; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					order := rand.New(rand.NewSource(int64(g))).Perm(keys)
+					for pass := 0; pass < 2; pass++ {
+						for _, k := range order {
+							lease, err := limiters[k].Acquire(ctx, 1)
+							if err != nil {
+								errs <- err
+								return
+							}
+							if lease.Acquired() {
+								granted[k].Add(1)
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			for k := range granted {
+				if n := granted[k].Load(); n != limit {
+					t.Fatalf("limiter %d granted %d, want %d", k, n, limit)
+				}
+			}
+			if h.multi.Load() == 0 && name != "ring" {
+				t.Fatal("no script call carried several limiters' decisions")
+			}
+			t.Logf("%d script calls of several limiters", h.multi.Load())
+		})
+	}
+}
+
+// TestPipeCollected: a pipe lives as long as a limiter holds it; once its
+// limiters are gone it is collected and its registry entry (which holds
+// the client) removed.
+func TestPipeCollected(t *testing.T) {
+	mini := miniredis.RunT(t)
+	c := goredis.NewClient(&goredis.Options{Addr: mini.Addr()})
+	t.Cleanup(func() { c.Close() })
+	registered := func() bool {
+		pipesMu.Lock()
+		defer pipesMu.Unlock()
+		_, ok := pipes[pipeKey{client: c, slot: -1}]
+		return ok
+	}
+	func() { // the limiter is gone when this returns
+		l, err := New(c, "collected", fixedwindow.Config{Limit: 1, Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Acquire(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		if !registered() || pipeFor(c, l.keys) != l.pipe {
+			t.Fatal("a live limiter's pipe is not the client's registered pipe")
+		}
+	}()
+	for i := 0; i < 100 && registered(); i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if registered() {
+		t.Fatal("the pipe of a client without limiters is still registered")
 	}
 }

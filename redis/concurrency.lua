@@ -1,9 +1,9 @@
--- Concurrency. KEYS[1]: sorted set of holders ("id permits", scored by the
--- instant their lease expires); KEYS[2]: permits held. ARGV: now, permits,
+-- Concurrency. K[1]: sorted set of holders ("id permits", scored by the
+-- instant their lease expires); K[2]: permits held. ARGV: now, permits,
 -- op ('a' acquire, 'r' release, 'n' renew), limit, lease TTL (us), holder id.
 -- A holder that stops renewing (a crashed process) loses its permits at expiry.
-local function decide(ARGV)
-  local set, cnt = KEYS[1], KEYS[2]
+local function decide(K, ARGV)
+  local set, cnt = K[1], K[2]
   local now, p, op = NOW, tonumber(ARGV[2]), ARGV[3]
   local limit, ttl, member = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] .. ' ' .. ARGV[2]
   local held = tonumber(redis.call('GET', cnt) or '0')

@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/redis"
 )
 
@@ -37,4 +38,38 @@ func ExampleNew() {
 	// true 1
 	// true 0
 	// false 0
+}
+
+// One limit per client IP, kept in Redis: a Factory holds what every key's
+// limiter shares, and partitioned keeps a small handle per key.
+func ExampleFactory() {
+	server, _ := miniredis.Run()
+	defer server.Close()
+	client := goredis.NewClient(&goredis.Options{Addr: server.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+
+	perIP, err := redis.NewFactory(client, fixedwindow.Config{Limit: 1, Window: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	limiter, err := partitioned.New(partitioned.Config[string]{
+		Key: func(ip string) string { return ip },
+		New: perIP.ForKey,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+	ctx := context.Background()
+	for _, ip := range []string{"192.0.2.1", "192.0.2.1", "192.0.2.2"} {
+		lease, err := limiter.Acquire(ctx, ip, 1)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(ip, lease.Acquired())
+	}
+	// Output:
+	// 192.0.2.1 true
+	// 192.0.2.1 false
+	// 192.0.2.2 true
 }

@@ -1,10 +1,10 @@
--- Fixed window. KEYS[1]: "start count". ARGV: now, permits, op ('a'
+-- Fixed window. K[1]: "start count". ARGV: now, permits, op ('a'
 -- acquire, 'u' refund a grant), limit, window (us), then for 'u' the
 -- grant's instant. A grant's instant (the reply's extra) is one of the
 -- window it was counted in: an instant older than the state's window
 -- counts in the state's window, as in fixedwindow.Model.
-local function decide(ARGV)
-  local key = KEYS[1]
+local function decide(K, ARGV)
+  local key = K[1]
   local now, p, op, limit, w = NOW, tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
   local start, count = floor_start(now, w), 0
   local st, c = load(key)

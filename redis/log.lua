@@ -1,10 +1,10 @@
 -- A time-ordered log of grants, shared by the sliding log and the
 -- segmented sliding window (a sliding log whose instants are segment
 -- starts: a grant counts in the newest segment seen, and leaves the window
--- with it). KEYS[1]: list of entries "instant cum", oldest first, one per
+-- with it). K[1]: list of entries "instant cum", oldest first, one per
 -- instant that holds grants, where cum is the running total of the permits
 -- granted up to and including the entry, modulo 2^53 so that it stays
--- exact (only differences are read). KEYS[2]: "base start": the running
+-- exact (only differences are read). K[2]: "base start": the running
 -- total before the oldest entry, and (segmented) the start of the newest
 -- segment seen; missing: 0 0. The permits in the window are cum(newest) -
 -- base. Both keys expire with the newest entry.
@@ -24,8 +24,8 @@ local MAX_REWRITE = 128
 -- (us) after their instant; seg > 0: instants are starts of segments of
 -- length seg. op 'a' acquires; 'u' takes back p permits granted at the
 -- instant arg (a grant's reply extra: the instant it was recorded at).
-local function log_decide(now, p, op, limit, w, seg, arg)
-  local log, meta = KEYS[1], KEYS[2]
+local function log_decide(K, now, p, op, limit, w, seg, arg)
+  local log, meta = K[1], K[2]
   local n = redis.call('LLEN', log)
   local base, start, tn, cn = 0, 0, nil, nil -- tn, cn: the newest entry
   local dirty = false -- base or start changed: meta is written

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -133,14 +134,21 @@ const DefaultTimeout = time.Second
 // Refund, Stats), DefaultTimeout (1s) by default: past it the call returns,
 // within a few milliseconds, with the failure policy's answer (FailError:
 // an error wrapping both ErrUnavailable and context.DeadlineExceeded). The
-// bound holds whatever the go-redis client's options (go-redis itself
-// ignores a context's deadline while reading a reply unless
-// ContextTimeoutEnabled is set): the caller stops waiting, and a script
-// call it leaves behind finishes on its own when the server answers or the
-// client's own timeouts (ReadTimeout, 3s by default) fire; a decision it
-// makes then (a permit taken) stands, as with a cancelled ctx. A caller's
-// ctx that ends sooner ends the call sooner, with the ctx's error. A d of
-// zero or less removes the bound: calls then wait for their ctx or the
+// bound holds whatever the go-redis client's options. With
+// Options.ContextTimeoutEnabled (as the README's client sets), go-redis
+// itself stops reading at the deadline, and a call runs on its caller's
+// goroutine. Without it go-redis ignores a context's deadline while
+// reading a reply, so each call runs in a goroutine the caller stops
+// waiting for at the deadline (a goroutine switch per call: about 1.5x the
+// latency of a lone caller, BenchmarkRedisLone in the bench module); a
+// script call so left behind finishes on its own when the server answers
+// or the client's own timeouts (ReadTimeout, 3s by default) fire. Either
+// way a decision the server makes after the caller left (a permit taken)
+// stands, as with a cancelled ctx. A caller's ctx that ends sooner ends the
+// call sooner, with the ctx's error; with ContextTimeoutEnabled a
+// cancellation (rather than a deadline) is seen before the call leaves and
+// once its answer arrives, the deadline bounding the wait in between. A d
+// of zero or less removes the bound: calls then wait for their ctx or the
 // client's own timeouts.
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
@@ -166,14 +174,19 @@ func WithLeaseTTL(d time.Duration) Option { return func(o *options) { o.leaseTTL
 func WithoutRefusalCache() Option { return func(o *options) { o.noCache = true } }
 
 // WithoutCoalescing makes every decision its own script call. By default
-// concurrent decisions of a limiter are sent in batches, each one script
-// call that makes its decisions one after another at one instant (one TIME,
-// one GET and one SET of a string state per batch); decisions are the same
-// as the same calls made one by one. There is no linger time: a lone
-// caller's call leaves at once, alone, so it costs nothing at low
-// concurrency; callers that arrive while batches are in flight leave
-// together in the next one. Measured at 64 goroutines on one key (see
-// bench/README.md), batches make a token bucket 2x faster.
+// the concurrent decisions of every limiter on one client are sent in
+// batches: the decisions of one algorithm in one script call that makes
+// them one after another at one instant (one TIME; one GET and one SET per
+// key of a string state), the script calls of several algorithms in one
+// pipelined round trip. On a single node one batch may carry any keys; on a
+// Cluster a batch carries the keys of one hash slot (so one slot's batch
+// never waits for another's), and on a Ring or another client the keys of
+// one hash tag. Decisions are the same as the same calls made one by one.
+// There is no linger time: a lone caller's call leaves at once, alone, so
+// it costs nothing at low concurrency; callers that arrive while batches
+// are in flight leave together in the next one. Measured at 64 goroutines
+// (see bench/README.md), batches make a token bucket about 3x faster than
+// go-redis/redis_rate on one key, and 2x over 10,000 keys.
 func WithoutCoalescing() Option { return func(o *options) { o.noCoalesce = true } }
 
 // WithClock pins the time sent to the scripts to c.Now(), and makes Wait
@@ -183,35 +196,73 @@ func WithClock(c ratelimit.Clock) Option { return func(o *options) { o.clock = c
 // Limiter is a ratelimit.Limiter whose state lives in Redis. It is also a
 // ratelimit.Refunder (see Refund), so a Chain that a later member refuses
 // spends nothing of it.
+//
+// A Limiter is a handle: its key, its pipe and a few words of its own; what
+// every limiter of its config shares (client, script, parameters, options)
+// is held once by its Factory, so a million keys of one config cost about a
+// million handles (see Factory).
 type Limiter struct {
+	*shape
+	keys    []string
+	pipe    *pipe        // nil with WithoutCoalescing
+	used    atomic.Int64 // UnixNano of the last call, for IdleFor
+	refusal atomic.Pointer[refusal]
+	closed  atomic.Bool
+	mu      sync.Mutex // guards making x, and Close
+	x       atomic.Pointer[ext]
+}
+
+// shape is what every limiter of one Factory shares.
+type shape struct {
 	client    goredis.UniversalClient
-	keys      []string
 	script    *goredis.Script
+	suffixes  []string      // of the keys, after prefix + "{" + key + "}"
 	args      []interface{} // the algorithm's parameters, after now, permits and op
 	capacity  int64
-	leases    ratelimit.Leases    // of capacity; a rate grant's token is its instant (us)
-	held      ratelimit.LeaseInfo // concurrency grants; the token is the holder's number
+	leases    ratelimit.Leases // of capacity; a rate grant's token is its instant (us)
 	queue     ratelimit.Queue
 	unlimited bool
 	reserves  bool // token bucket: Wait reserves in the script
 	release   bool // concurrency: leases hold permits
+	direct    bool // the client bounds a call by its ctx's deadline: see run
 	o         options
+}
 
-	closed   chan struct{}
-	closeMu  sync.Mutex
-	holders  sync.Map // holder number -> *holder, for renewal and release
+// ext is what a limiter needs only once it sleeps (Wait) or holds
+// concurrency leases, made on first need (see Limiter.ext): a limiter that
+// only acquires stays small.
+type ext struct {
+	closed   chan struct{}       // closed by Close: wakes sleeping waiters
+	held     ratelimit.LeaseInfo // concurrency grants; the token is the holder's number
+	holders  sync.Map            // holder number -> *holder, for renewal and release
 	nHolders atomic.Int64
+	seq      atomic.Uint64
+	id       string // this limiter's part of its holders' names
 	// Lease renewal, guarded by renewMu: the client's renewer while
 	// leases are held, the timer that marks them due on the limiter's
 	// clock, and whether they wait in the renewer's due list.
 	renewer     *renewer
 	renewTimer  ratelimit.Timer
 	renewQueued bool
-	seq         atomic.Uint64
-	id          string
-	used        atomic.Int64 // UnixNano of the last call, for IdleFor
-	refusal     atomic.Pointer[refusal]
-	batcher     *batcher // nil with WithoutCoalescing
+}
+
+// ext returns l's ext, making it on first need.
+func (l *Limiter) ext() *ext {
+	if x := l.x.Load(); x != nil {
+		return x
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if x := l.x.Load(); x != nil {
+		return x
+	}
+	x := &ext{closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36)}
+	x.held = ratelimit.GrantInfo(l.capacity, (*releaser)(l))
+	if l.closed.Load() {
+		close(x.closed)
+	}
+	l.x.Store(x)
+	return x
 }
 
 // refusal is a remembered refusal: requests of exactly permits are refused
@@ -252,8 +303,29 @@ func (l *Limiter) remember(at time.Time, p int64, r reply) {
 // New returns a limiter for cfg (any algorithm package's Config) whose state
 // is kept in Redis under key. The key is refused with ErrInvalidKey when
 // empty or longer than MaxKeyLen; windows and periods must be whole
-// microseconds, Redis's clock resolution.
+// microseconds, Redis's clock resolution. It is NewFactory(client, cfg,
+// opts...).New(key): for many keys of one config (a limit per user), make
+// the Factory once.
 func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts ...Option) (*Limiter, error) {
+	f, err := NewFactory(client, cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return f.New(key)
+}
+
+// Factory makes the limiters of one config on one client, a key each: what
+// they share is held once here, and each limiter is a small handle, so a
+// partitioned limiter over Redis costs little memory per key (175 bytes
+// per key, partition record included, for IPv4 keys: BenchmarkRedisPartitioned
+// in the bench module). A handle grows once it waits or holds concurrency
+// leases. The concurrent decisions of every limiter on one client are sent
+// together (see WithoutCoalescing).
+type Factory struct{ s *shape }
+
+// NewFactory checks cfg and opts as New does, for limiters made by New and
+// ForKey.
+func NewFactory(client goredis.UniversalClient, cfg ratelimit.Config, opts ...Option) (*Factory, error) {
 	o := options{prefix: "ratelimit:", leaseTTL: 30 * time.Second, timeout: DefaultTimeout}
 	for _, opt := range opts {
 		opt(&o)
@@ -261,8 +333,8 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 	if client == nil {
 		return nil, fmt.Errorf("%w: redis: nil client", ratelimit.ErrInvalidConfig)
 	}
-	if key == "" || len(key) > MaxKeyLen {
-		return nil, fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidKey, len(key), MaxKeyLen)
+	if t := reflect.TypeOf(client); !t.Comparable() {
+		return nil, fmt.Errorf("%w: redis: client type %v is not comparable (pass a pointer)", ratelimit.ErrInvalidConfig, t)
 	}
 	if err := check.Config("redis", cfg); err != nil {
 		return nil, err
@@ -273,15 +345,9 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 	if o.leaseTTL < time.Millisecond {
 		return nil, fmt.Errorf("%w: redis: lease TTL must be at least 1ms, got %v", ratelimit.ErrInvalidConfig, o.leaseTTL)
 	}
-	base := o.prefix + "{" + key + "}"
-	l := &Limiter{
+	s := &shape{
 		client: client, capacity: cfg.Capacity(), leases: ratelimit.MakeLeases(cfg.Capacity()), queue: cfg.QueueOptions(),
-		o: o, closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36),
-	}
-	l.held = ratelimit.GrantInfo(l.capacity, (*releaser)(l))
-	l.used.Store(l.localNow().UnixNano())
-	if !o.noCoalesce {
-		l.batcher = &batcher{l: l}
+		direct: honoursDeadlines(client), o: o,
 	}
 	us := func(field string, d time.Duration) (int64, error) {
 		if d%time.Microsecond != 0 {
@@ -292,25 +358,25 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 	var err error
 	switch c := cfg.(type) {
 	case *tokenbucket.Config:
-		return New(client, key, *c, opts...)
+		return NewFactory(client, *c, opts...)
 	case tokenbucket.Config:
 		var period int64
 		if period, err = us("Period", c.Period); err != nil {
 			return nil, err
 		}
-		l.script, l.reserves, l.keys = tokenBucketScript, true, []string{base + ":tb"}
-		l.unlimited = c.Rate == rate.Inf
-		l.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'f', -1, 64), c.Burst, period, c.PerPeriod, c.Queue.Limit, int(c.Queue.Order)}
+		s.script, s.reserves, s.suffixes = tokenBucketScript, true, []string{":tb"}
+		s.unlimited = c.Rate == rate.Inf
+		s.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'f', -1, 64), c.Burst, period, c.PerPeriod, c.Queue.Limit, int(c.Queue.Order)}
 	case *fixedwindow.Config:
-		return New(client, key, *c, opts...)
+		return NewFactory(client, *c, opts...)
 	case fixedwindow.Config:
 		var w int64
 		if w, err = us("Window", c.Window); err != nil {
 			return nil, err
 		}
-		l.script, l.args, l.keys = fixedWindowScript, []interface{}{c.Limit, w}, []string{base + ":fw"}
+		s.script, s.args, s.suffixes = fixedWindowScript, []interface{}{c.Limit, w}, []string{":fw"}
 	case *slidingwindow.Config:
-		return New(client, key, *c, opts...)
+		return NewFactory(client, *c, opts...)
 	case slidingwindow.Config:
 		var w int64
 		if w, err = us("Window", c.Window); err != nil {
@@ -319,28 +385,67 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		if c.Segments > 0 && w%int64(c.Segments) != 0 {
 			return nil, fmt.Errorf("%w: redis: Window %v is not a whole multiple of Segments %d microseconds", ratelimit.ErrInvalidConfig, c.Window, c.Segments)
 		}
-		l.script, l.args, l.keys = slidingWindowScript, []interface{}{c.Limit, w, c.Segments}, []string{base + ":sw"}
+		s.script, s.args, s.suffixes = slidingWindowScript, []interface{}{c.Limit, w, c.Segments}, []string{":sw"}
 		if c.Segments > 0 {
-			l.keys = []string{base + ":sgc", base + ":sgc:m"}
+			s.suffixes = []string{":sgc", ":sgc:m"}
 		}
 	case *slidinglog.Config:
-		return New(client, key, *c, opts...)
+		return NewFactory(client, *c, opts...)
 	case slidinglog.Config:
 		var w int64
 		if w, err = us("Window", c.Window); err != nil {
 			return nil, err
 		}
-		l.script, l.args, l.keys = slidingLogScript, []interface{}{c.Limit, w}, []string{base + ":slc", base + ":slc:m"}
+		s.script, s.args, s.suffixes = slidingLogScript, []interface{}{c.Limit, w}, []string{":slc", ":slc:m"}
 	case *concurrency.Config:
-		return New(client, key, *c, opts...)
+		return NewFactory(client, *c, opts...)
 	case concurrency.Config:
-		l.script, l.release = concurrencyScript, true
-		l.args = []interface{}{c.Limit, int64(o.leaseTTL / time.Microsecond)}
-		l.keys = []string{base + ":cc", base + ":cc:n"}
+		s.script, s.release = concurrencyScript, true
+		s.args = []interface{}{c.Limit, int64(o.leaseTTL / time.Microsecond)}
+		s.suffixes = []string{":cc", ":cc:n"}
 	default:
 		return nil, fmt.Errorf("%w: redis: unsupported config type %T", ratelimit.ErrInvalidConfig, cfg)
 	}
+	return &Factory{s}, nil
+}
+
+// New returns the limiter of key, as the package's New does.
+func (f *Factory) New(key string) (*Limiter, error) {
+	if key == "" || len(key) > MaxKeyLen {
+		return nil, fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	base := f.s.o.prefix + "{" + key + "}"
+	l := &Limiter{shape: f.s, keys: make([]string, len(f.s.suffixes))}
+	for i, suffix := range f.s.suffixes {
+		l.keys[i] = base + suffix
+	}
+	if !f.s.o.noCoalesce {
+		l.pipe = pipeFor(f.s.client, l.keys)
+	}
+	l.used.Store(l.localNow().UnixNano())
 	return l, nil
+}
+
+// ForKey is New as a ratelimit.Limiter: partitioned.Config's New.
+func (f *Factory) ForKey(key string) (ratelimit.Limiter, error) { return f.New(key) }
+
+// honoursDeadlines reports whether go-redis bounds a call on client by its
+// ctx's deadline: with Options.ContextTimeoutEnabled and socket deadlines
+// not disabled (a ReadTimeout or WriteTimeout of -2). Other clients ignore
+// a ctx's deadline while reading a reply.
+func honoursDeadlines(client goredis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *goredis.Client:
+		o := c.Options() // as initialised: -1 means no socket deadlines
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
+	case *goredis.ClusterClient:
+		o := c.Options() // -1 made 0: -2 means no socket deadlines
+		return o.ContextTimeoutEnabled && o.ReadTimeout > -2 && o.WriteTimeout > -2
+	case *goredis.Ring:
+		o := c.Options() // as given: -2 means no socket deadlines
+		return o.ContextTimeoutEnabled && o.ReadTimeout > -2 && o.WriteTimeout > -2
+	}
+	return false
 }
 
 // reply is what every script returns. Durations travel in microseconds.
@@ -376,8 +481,8 @@ func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits 
 	}
 	var v []interface{}
 	var err error
-	if l.batcher != nil {
-		v, err = l.batcher.do(ctx, args)
+	if l.pipe != nil {
+		v, err = l.pipe.do(ctx, l, args)
 	} else {
 		v, err = l.run(ctx, args, nil)
 	}
@@ -393,17 +498,25 @@ type result struct {
 }
 
 // run makes one script call on ctx and returns its answer, or ctx's error
-// as soon as ctx ends, whatever the client's options: the call runs in a
+// once ctx ends, whatever the client's options. When the client bounds a
+// call by its ctx's deadline (see honoursDeadlines) and ctx has one, or
+// when ctx can never end, the call runs on the caller's goroutine: a
+// cancellation is then seen before the call leaves and when its answer
+// arrives, and the deadline bounds the wait. Otherwise it runs in a
 // goroutine the caller does not wait on past ctx, which finishes on its own
-// when the server answers or the client's timeouts fire. That goroutine
-// runs then (nil: nothing) once answered, before handing the answer over. A
-// ctx that can never end (no timeout, no cancel) makes the call in the
-// caller's goroutine.
+// when the server answers or the client's own timeouts fire; that costs a
+// goroutine switch per call (BenchmarkRedisLone in the bench module). The
+// goroutine making the call runs then (nil: nothing) once answered, before
+// handing the answer over.
 func (l *Limiter) run(ctx context.Context, args []interface{}, then func()) ([]interface{}, error) {
-	if ctx.Done() == nil {
+	_, deadline := ctx.Deadline()
+	if ctx.Done() == nil || (l.direct && deadline) {
 		v, err := l.script.Run(ctx, l.client, l.keys, args...).Slice()
 		if then != nil {
 			then()
+		}
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err() // the deadline, whatever error the socket's gave
 		}
 		return v, err
 	}
@@ -472,14 +585,7 @@ func (l *Limiter) decision(r reply) ratelimit.Decision {
 	return ratelimit.Decision{Granted: r.granted, Remaining: r.remaining, RetryAfter: r.retryAfter, ResetAfter: r.resetAfter}
 }
 
-func (l *Limiter) isClosed() bool {
-	select {
-	case <-l.closed:
-		return true
-	default:
-		return false
-	}
-}
+func (l *Limiter) isClosed() bool { return l.closed.Load() }
 
 // Acquire takes permits now or refuses, in one round trip.
 func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
@@ -502,7 +608,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	}
 	var n uint64
 	if l.release {
-		n = l.seq.Add(1)
+		n = l.ext().seq.Add(1)
 	}
 	r, err := l.call(ctx, at, "a", p, l.tail(l.holderName(n))...)
 	if err != nil {
@@ -534,7 +640,7 @@ func (l *Limiter) lease(r reply, p int64, n uint64, reason ratelimit.Reason) rat
 		return l.leases.Lease(d, reason)
 	case l.release:
 		l.hold(n, p)
-		return l.held.Lease(d, n)
+		return l.ext().held.Lease(d, n)
 	}
 	return l.leases[ratelimit.ReasonNone].Lease(d, uint64(max(r.extra, 0)))
 }
@@ -677,7 +783,7 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 	var at uint64
 	var ok bool
 	if l.release {
-		at, ok = l.held.Token(lease)
+		at, ok = l.ext().held.Token(lease)
 	} else {
 		at, ok = l.leases[ratelimit.ReasonNone].Token(lease)
 	}
@@ -724,7 +830,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, permits int) (rate
 		return ratelimit.Lease{}, nil
 	case <-ctx.Done():
 		return ratelimit.Lease{}, ctx.Err()
-	case <-l.closed:
+	case <-l.ext().closed:
 		return l.leases.Lease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed), nil
 	}
 }
@@ -740,17 +846,19 @@ func (l *Limiter) until(deadline time.Time) time.Duration {
 // refusal; later calls return ratelimit.ErrClosed. Leases still held are
 // released. It is safe to call twice. The client is not closed.
 func (l *Limiter) Close() error {
-	l.closeMu.Lock()
-	defer l.closeMu.Unlock()
-	if l.isClosed() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Swap(true) {
 		return nil
 	}
-	close(l.closed)
-	l.holders.Range(func(_, h any) bool {
-		h.(*holder).release()
-		return true
-	})
-	l.stopRenewal()
+	if x := l.x.Load(); x != nil {
+		close(x.closed)
+		x.holders.Range(func(_, h any) bool {
+			h.(*holder).release()
+			return true
+		})
+		l.stopRenewal()
+	}
 	return nil
 }
 
@@ -758,7 +866,7 @@ func (l *Limiter) Close() error {
 // called, unless it holds concurrency leases: the state lives in Redis, so
 // dropping an unused handle (partitioned does) changes no decision.
 func (l *Limiter) IdleFor() (time.Duration, bool) {
-	if l.nHolders.Load() != 0 {
+	if x := l.x.Load(); x != nil && x.nHolders.Load() != 0 {
 		return 0, false
 	}
 	return max(0, time.Duration(l.localNow().UnixNano()-l.used.Load())), true
@@ -800,11 +908,11 @@ func (l *Limiter) holderName(n uint64) string {
 	if n == 0 {
 		return ""
 	}
-	return l.id + "-" + strconv.FormatUint(n, 36)
+	return l.ext().id + "-" + strconv.FormatUint(n, 36)
 }
 
 // holderID names a new holder.
-func (l *Limiter) holderID() string { return l.holderName(l.seq.Add(1)) }
+func (l *Limiter) holderID() string { return l.holderName(l.ext().seq.Add(1)) }
 
 // holder is a held concurrency lease, number n of its limiter: release
 // removes it from Redis.
@@ -818,8 +926,9 @@ type holder struct {
 
 func (l *Limiter) hold(n uint64, p int64) {
 	h := &holder{l: l, n: n, id: l.holderName(n), permits: p}
-	l.holders.Store(n, h)
-	if l.nHolders.Add(1) == 1 {
+	x := l.ext()
+	x.holders.Store(n, h)
+	if x.nHolders.Add(1) == 1 {
 		l.startRenewal()
 	}
 }
@@ -830,7 +939,7 @@ type releaser Limiter
 
 // Release releases holder number n; only its first call has an effect.
 func (r *releaser) Release(n uint64) {
-	if h, ok := r.holders.Load(n); ok {
+	if h, ok := (*Limiter)(r).ext().holders.Load(n); ok {
 		h.(*holder).release()
 	}
 }
@@ -839,8 +948,9 @@ func (h *holder) release() {
 	if !h.released.CompareAndSwap(false, true) {
 		return
 	}
-	h.l.holders.Delete(h.n)
-	if h.l.nHolders.Add(-1) == 0 {
+	x := h.l.ext()
+	x.holders.Delete(h.n)
+	if x.nHolders.Add(-1) == 0 {
 		h.l.stopRenewal()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(h.l.o.timeout, 5*time.Second))
@@ -874,7 +984,8 @@ type renewer struct {
 func (l *Limiter) startRenewal() {
 	renewMu.Lock()
 	defer renewMu.Unlock()
-	if l.renewer != nil || l.nHolders.Load() == 0 || l.isClosed() {
+	x := l.ext()
+	if x.renewer != nil || x.nHolders.Load() == 0 || l.isClosed() {
 		return
 	}
 	r := renewers[l.client]
@@ -884,7 +995,7 @@ func (l *Limiter) startRenewal() {
 		go r.run()
 	}
 	r.n++
-	l.renewer = r
+	x.renewer = r
 	l.schedule()
 }
 
@@ -892,12 +1003,13 @@ func (l *Limiter) startRenewal() {
 func (l *Limiter) stopRenewal() {
 	renewMu.Lock()
 	defer renewMu.Unlock()
-	r := l.renewer
-	if r == nil || (l.nHolders.Load() != 0 && !l.isClosed()) {
+	x := l.ext()
+	r := x.renewer
+	if r == nil || (x.nHolders.Load() != 0 && !l.isClosed()) {
 		return
 	}
-	l.renewer = nil
-	l.renewTimer.Stop()
+	x.renewer = nil
+	x.renewTimer.Stop()
 	if r.n--; r.n == 0 {
 		r.signal()
 	}
@@ -906,14 +1018,14 @@ func (l *Limiter) stopRenewal() {
 // schedule sets l's renewal timer to TTL/3 from now on l's clock; under
 // renewMu.
 func (l *Limiter) schedule() {
-	d := l.o.leaseTTL / 3
+	d, x := l.o.leaseTTL/3, l.ext()
 	switch {
-	case l.renewTimer != nil:
-		l.renewTimer.Reset(d)
+	case x.renewTimer != nil:
+		x.renewTimer.Reset(d)
 	case l.o.clock != nil:
-		l.renewTimer = l.o.clock.AfterFunc(d, l.renewDue)
+		x.renewTimer = l.o.clock.AfterFunc(d, l.renewDue)
 	default:
-		l.renewTimer = time.AfterFunc(d, l.renewDue)
+		x.renewTimer = time.AfterFunc(d, l.renewDue)
 	}
 }
 
@@ -921,11 +1033,12 @@ func (l *Limiter) schedule() {
 func (l *Limiter) renewDue() {
 	renewMu.Lock()
 	defer renewMu.Unlock()
-	r := l.renewer
-	if r == nil || l.renewQueued {
+	x := l.ext()
+	r := x.renewer
+	if r == nil || x.renewQueued {
 		return
 	}
-	l.renewQueued = true
+	x.renewQueued = true
 	r.due = append(r.due, l)
 	r.signal()
 }
@@ -943,7 +1056,7 @@ func (r *renewer) run() {
 		due := r.due
 		r.due = nil
 		for _, l := range due {
-			l.renewQueued = false
+			l.ext().renewQueued = false
 		}
 		if r.n == 0 {
 			delete(renewers, r.client)
@@ -952,7 +1065,7 @@ func (r *renewer) run() {
 		}
 		live := due[:0]
 		for _, l := range due {
-			if l.renewer == r {
+			if l.ext().renewer == r {
 				l.schedule() // the next renewal, TTL/3 from this one
 				live = append(live, l)
 			}
@@ -976,7 +1089,7 @@ func (r *renewer) renew(due []*Limiter) {
 		if l.isClosed() {
 			continue
 		}
-		l.holders.Range(func(_, v any) bool {
+		l.ext().holders.Range(func(_, v any) bool {
 			h := v.(*holder)
 			batch = append(batch, renewal{l, l.argv(l.localNow(), "n", h.permits, []interface{}{h.id})})
 			if len(batch) == renewBatch {

@@ -3,6 +3,6 @@
 -- grant's instant. Same decisions as slidinglog.Model: a grant at an
 -- instant older than the newest entry's is recorded at the newest entry's,
 -- and RetryAfter is the instant the oldest entries needed leave the window.
-local function decide(ARGV)
-  return log_decide(NOW, tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), 0, tonumber(ARGV[6]))
+local function decide(K, ARGV)
+  return log_decide(K, NOW, tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), 0, tonumber(ARGV[6]))
 end

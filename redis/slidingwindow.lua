@@ -1,18 +1,18 @@
 -- Sliding window. ARGV: now, permits, op ('a' acquire, 'u' refund a
 -- grant), limit, window (us), segments, then for 'u' the grant's instant.
 -- Segmented (segments > 0): a log of the segments that hold grants (see
--- log.lua; KEYS[1] and KEYS[2]), whose instants are segment starts (w /
+-- log.lua; K[1] and K[2]), whose instants are segment starts (w /
 -- segments is exact: New checks that the window is a multiple): O(log
 -- segments) commands per call, where walking a ring of counts would cost
--- O(segments). Weighted (segments == 0): KEYS[1] is "start total prev".
+-- O(segments). Weighted (segments == 0): K[1] is "start total prev".
 -- Same decisions as slidingwindow.Model. A grant's instant (the reply's
 -- extra) is one of the segment or window it was counted in.
 
-local function decide(ARGV)
-  local key = KEYS[1]
+local function decide(K, ARGV)
+  local key = K[1]
   local now, p, op, limit = NOW, tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
   local w, n = tonumber(ARGV[5]), tonumber(ARGV[6])
-  if n > 0 then return log_decide(now, p, op, limit, w, w / n, tonumber(ARGV[7])) end
+  if n > 0 then return log_decide(K, now, p, op, limit, w, w / n, tonumber(ARGV[7])) end
 
   -- Weighted two-window counter.
   local start, total, prev = 0, 0, 0

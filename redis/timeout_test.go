@@ -80,18 +80,33 @@ func pause(t *testing.T, addr string) <-chan struct{} {
 	return nil
 }
 
-// TestTimeoutBoundsEveryCall: with a go-redis client of default options
-// (ContextTimeoutEnabled unset, so go-redis ignores deadlines while reading)
-// and a server asleep for a second, every call of a limiter with
-// WithTimeout(100ms) answers within the timeout (plus slack for a loaded
-// machine), under every failure policy, and FailError's error is both
-// ErrUnavailable and context.DeadlineExceeded. Refund, Wait (a token
-// bucket's reservation, and a window's retry) and StatsContext are bounded
-// too; the calls left behind finish once the server answers (goleak checks).
+// TestTimeoutBoundsEveryCall: with a server asleep for a second, every
+// call of a limiter with WithTimeout(100ms) answers within the timeout
+// (plus slack for a loaded machine), under every failure policy, and
+// FailError's error is both ErrUnavailable and context.DeadlineExceeded;
+// with a go-redis client of default options (ContextTimeoutEnabled unset,
+// so go-redis ignores deadlines while reading: calls run in goroutines),
+// and with ContextTimeoutEnabled (calls run on their callers' goroutines).
+// Refund, Wait (a token bucket's reservation, and a window's retry) and
+// StatsContext are bounded too; the calls left behind finish once the
+// server answers (goleak checks).
 func TestTimeoutBoundsEveryCall(t *testing.T) {
+	t.Run("DefaultOptions", func(t *testing.T) {
+		timeoutBoundsEveryCall(t, goredis.Options{PoolSize: 32})
+	})
+	t.Run("ContextTimeoutEnabled", func(t *testing.T) {
+		timeoutBoundsEveryCall(t, goredis.Options{PoolSize: 32, ContextTimeoutEnabled: true})
+	})
+}
+
+func timeoutBoundsEveryCall(t *testing.T, o goredis.Options) {
 	addr := debugServer(t)
-	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 32})
+	o.Addr = addr
+	c := goredis.NewClient(&o)
 	t.Cleanup(func() { c.Close() })
+	if direct := honoursDeadlines(c); direct != o.ContextTimeoutEnabled {
+		t.Fatalf("honoursDeadlines = %v with ContextTimeoutEnabled %v", direct, o.ContextTimeoutEnabled)
+	}
 	ctx := context.Background()
 	fw := fixedwindow.Config{Limit: 1000, Window: time.Hour}
 	tb := tokenbucket.Config{Rate: 1000, Burst: 1000}
@@ -230,10 +245,10 @@ func TestSenderHonoursItsOwnCtx(t *testing.T) {
 	if lease, err := l.Acquire(context.Background(), 1); err != nil || !lease.Acquired() {
 		t.Fatalf("before the pause: %v %v", lease, err)
 	}
-	b := l.batcher
+	b := l.pipe
 	// Another caller's decision waits in the queue, a batch is in flight
 	// (pretended), and one sender's place is free.
-	other := &pending{args: l.argv(l.localNow(), "a", 1, nil), done: make(chan struct{})}
+	other := &pending{l: l, args: l.argv(l.localNow(), "a", 1, nil), done: make(chan struct{})}
 	b.mu.Lock()
 	b.senders = maxSenders - 1
 	b.queue = append(b.queue, other)
@@ -296,5 +311,32 @@ func TestErrorsWrapTheirCause(t *testing.T) {
 	}
 	if _, err := l.StatsContext(context.Background()); !errors.Is(err, ErrUnavailable) || !errors.As(err, &opErr) {
 		t.Errorf("StatsContext with the server gone: %v, want ErrUnavailable wrapping a *net.OpError", err)
+	}
+}
+
+// TestHonoursDeadlines: a call runs on its caller's goroutine only with a
+// client that stops reading at a ctx's deadline: ContextTimeoutEnabled,
+// and socket deadlines not disabled (-2).
+func TestHonoursDeadlines(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client goredis.UniversalClient
+		want   bool
+	}{
+		{"client", goredis.NewClient(&goredis.Options{ContextTimeoutEnabled: true}), true},
+		{"client/no-read-deadline", goredis.NewClient(&goredis.Options{ContextTimeoutEnabled: true, ReadTimeout: -1}), true},
+		{"client/deadlines-disabled", goredis.NewClient(&goredis.Options{ContextTimeoutEnabled: true, ReadTimeout: -2}), false},
+		{"client/default", goredis.NewClient(&goredis.Options{}), false},
+		{"cluster", goredis.NewClusterClient(&goredis.ClusterOptions{ContextTimeoutEnabled: true}), true},
+		{"cluster/deadlines-disabled", goredis.NewClusterClient(&goredis.ClusterOptions{ContextTimeoutEnabled: true, WriteTimeout: -2}), false},
+		{"cluster/default", goredis.NewClusterClient(&goredis.ClusterOptions{}), false},
+		{"ring", goredis.NewRing(&goredis.RingOptions{ContextTimeoutEnabled: true}), true},
+		{"ring/deadlines-disabled", goredis.NewRing(&goredis.RingOptions{ContextTimeoutEnabled: true, ReadTimeout: -2}), false},
+		{"ring/default", goredis.NewRing(&goredis.RingOptions{}), false},
+	} {
+		if got := honoursDeadlines(tc.client); got != tc.want {
+			t.Errorf("%s: honoursDeadlines = %v, want %v", tc.name, got, tc.want)
+		}
+		tc.client.Close()
 	}
 }

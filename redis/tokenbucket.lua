@@ -1,4 +1,4 @@
--- Token bucket. KEYS[1]: "tokens last horizon" (last and horizon in us;
+-- Token bucket. K[1]: "tokens last horizon" (last and horizon in us;
 -- horizon, the latest due instant given to a reservation, may be missing:
 -- 0). ARGV: now, permits, op, rate (tokens/s; 0 for interval refill),
 -- burst, period (us), per period, queue limit, queue order (0 OldestFirst,
@@ -96,8 +96,8 @@ local function save(x, l, h)
   store(key, max(reset_after(x, l), h - now), '%.17g %d %d', x, l, h)
 end
 
-local function decide(ARGV)
-  key, now = KEYS[1], NOW
+local function decide(K, ARGV)
+  key, now = K[1], NOW
   local p, op = tonumber(ARGV[2]), ARGV[3]
   rate, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
   period, per = tonumber(ARGV[6]), tonumber(ARGV[7])

@@ -9,6 +9,7 @@ package redistest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -143,13 +144,57 @@ func (s *Server) Stop() {
 	}
 }
 
-// Restart starts the server again on the same port, after Stop.
+// Restart starts the server again on the same port, after Stop, with the
+// same options and files: a server that persists (--appendonly yes, with
+// --appendfsync always for every acknowledged write) has its data back, and
+// a Cluster node its nodes.conf, so it rejoins its cluster as the same node
+// serving the same slots (see WaitClusterOK).
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	bin, _ := exec.LookPath("redis-server")
 	if err := s.run(bin); err != nil {
 		t.Fatalf("redistest: restart: %v", err)
 	}
+}
+
+// Pause stops the server's process, exactly the one started, with SIGSTOP,
+// and returns once it is stopped: it keeps its data and its connections, the
+// kernel still accepts connections and holds what clients send, and it
+// answers nothing until Resume, when it runs what was sent meanwhile.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	s.signal(t, syscall.SIGSTOP, true)
+}
+
+// Resume lets a paused server run again (SIGCONT) and returns once it does.
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	s.signal(t, syscall.SIGCONT, false)
+}
+
+func (s *Server) signal(t testing.TB, sig syscall.Signal, stop bool) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("redistest: %v to %s: %v", sig, s.Addr, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if s.stopped() == stop {
+			return
+		}
+	}
+	state := "running"
+	if stop {
+		state = "stopped"
+	}
+	t.Fatalf("redistest: %s (pid %d) still not %s after 5s", s.Addr, s.cmd.Process.Pid, state)
+}
+
+// stopped reports whether the process is stopped by a signal: state T in
+// /proc/PID/stat, the field after the command name's closing parenthesis.
+func (s *Server) stopped() bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/stat")
+	i := bytes.LastIndexByte(b, ')')
+	return err == nil && i >= 0 && i+2 < len(b) && b[i+2] == 'T'
 }
 
 // Sentinel starts a master and a sentinel (redis-server --sentinel) that
@@ -178,15 +223,26 @@ func Cluster(t testing.TB) []string {
 	if addrs := os.Getenv("REDIS_CLUSTER_ADDRS"); addrs != "" {
 		return strings.Split(addrs, ",")
 	}
+	var addrs []string
+	for _, n := range StartCluster(t) {
+		addrs = append(addrs, n.Addr)
+	}
+	return addrs
+}
+
+// StartCluster starts a 3-master Redis Cluster with every slot assigned,
+// each node started by Start with the extra options too, and returns its
+// nodes, stopped when t ends. A test that stops a node and restarts it
+// (Restart, then WaitClusterOK) starts them here.
+func StartCluster(t testing.TB, extra ...string) []*Server {
+	t.Helper()
 	var nodes []*Server
 	for i := 0; i < 3; i++ {
-		nodes = append(nodes, Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000"))
+		nodes = append(nodes, Start(t, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000"}, extra...)...))
 	}
 	ctx := context.Background()
-	var addrs []string
 	for i, n := range nodes {
-		addrs = append(addrs, n.Addr)
 		c := goredis.NewClient(&goredis.Options{Addr: n.Addr})
 		lo, hi := i*16384/3, (i+1)*16384/3-1
 		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
@@ -201,12 +257,16 @@ func Cluster(t testing.TB) []string {
 		c.Close()
 	}
 	for _, n := range nodes {
-		waitClusterOK(t, n.Addr)
+		WaitClusterOK(t, n.Addr)
 	}
-	return addrs
+	return nodes
 }
 
-func waitClusterOK(t testing.TB, addr string) {
+// WaitClusterOK waits until the cluster node at addr knows the 3 nodes and
+// reports cluster_state:ok: every slot is served, and a node restarted
+// serves its own slots again (a master that rejoins waits about 2s before
+// it accepts writes).
+func WaitClusterOK(t testing.TB, addr string) {
 	t.Helper()
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
