@@ -60,13 +60,13 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 				for i := 0; i < 2+rng.Intn(20); i++ {
 					j := rng.Intn(len(one))
 					p := int64(rng.Intn(4))
-					r, err := one[j].call(ctx, now, "a", p, one[j].tail(one[j].holderID())...)
+					r, err := one[j].call(ctx, now, opAcquire, p, one[j].tail(one[j].holderID())...)
 					if err != nil {
 						t.Fatal(err)
 					}
 					want = append(want, r)
 					b := batched[j]
-					batch = append(batch, &pending{l: b, args: b.argv(now, "a", p, b.tail(b.holderID())), done: make(chan struct{})})
+					batch = append(batch, &pending{l: b, args: b.argv(now, opAcquire, p, b.tail(b.holderID())), done: make(chan struct{})})
 					scripts[b.script] = true
 				}
 				if len(scripts) > 1 {
@@ -108,7 +108,7 @@ func TestBatcherDropsCancelledCall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, err := b.do(ctx, l, l.argv(clock.Now(), "a", 1, nil))
+		_, err := b.do(ctx, l, l.argv(clock.Now(), opAcquire, 1, nil))
 		done <- err
 	}()
 	for queued := 0; queued == 0; {

@@ -161,6 +161,12 @@ local function earliest(lo, hi, guess, ok)
   return t
 end
 
+-- The protocol (named in redis.go, beside opAcquire): ARGV is now,
+-- permits, op ('a' acquire, 'w' wait, 'f' cancel a reservation, 'u' refund
+-- a grant, 'r' release, 'n' renew), the parameters, the op's arguments.
+-- A refused reservation's extra says why.
+local REFUSED_QUEUE_FULL, REFUSED_DEADLINE = 2, 3
+
 -- The reply: granted (0/1), remaining, retry-after us (-1 unknown),
 -- reset-after us, extra (for a grant of a rate algorithm, the instant it
 -- was counted at). A RetryAfter found by earliest is the first whole

@@ -448,6 +448,28 @@ func honoursDeadlines(client goredis.UniversalClient) bool {
 	return false
 }
 
+// The script protocol, in one place. A call's ARGV is now (empty: the
+// server's TIME), permits, an op, the algorithm's parameters (see
+// NewFactory), then the op's arguments; every script replies with the five
+// numbers of reply. Ops: opAcquire (every algorithm; permits 0 is a status
+// check; concurrency: the holder's name), opWait (token bucket: acquire or
+// reserve; the most us the caller can wait, -1 for no bound), opCancel
+// (token bucket: give back a cancelled reservation), opRefund (rate
+// algorithms: take back a grant; its instant), opRelease and opRenew
+// (concurrency: the holder's name). A refused reservation's extra is
+// refusedQueueFull or refusedDeadline.
+const (
+	opAcquire = "a"
+	opWait    = "w"
+	opCancel  = "f"
+	opRefund  = "u"
+	opRelease = "r"
+	opRenew   = "n"
+
+	refusedQueueFull = 2
+	refusedDeadline  = 3
+)
+
 // reply is what every script returns. Durations travel in microseconds.
 type reply struct {
 	granted    bool
@@ -610,7 +632,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	if l.release {
 		n = l.ext().seq.Add(1)
 	}
-	r, err := l.call(ctx, at, "a", p, l.tail(l.holderName(n))...)
+	r, err := l.call(ctx, at, opAcquire, p, l.tail(l.holderName(n))...)
 	if err != nil {
 		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Acquire(ctx, permits) })
 	}
@@ -728,15 +750,15 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 	if deadline, ok := ctx.Deadline(); ok {
 		maxWait = int64(max(l.until(deadline), 0) / time.Microsecond)
 	}
-	r, err := l.call(ctx, l.localNow(), "w", p, maxWait)
+	r, err := l.call(ctx, l.localNow(), opWait, p, maxWait)
 	if err != nil {
 		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Wait(ctx, int(p)) })
 	}
 	if !r.granted {
 		switch r.extra {
-		case 2:
+		case refusedQueueFull:
 			return l.lease(r, p, 0, ratelimit.ReasonQueueFull), nil
-		case 3:
+		case refusedDeadline:
 			return l.lease(r, p, 0, ratelimit.ReasonDeadline), nil
 		}
 		return l.lease(r, p, 0, ratelimit.ReasonLimit), nil
@@ -749,7 +771,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 	if err != nil || lease.Reason() == ratelimit.ReasonClosed {
 		// Give the reserved tokens back; the caller's ctx may be done.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.o.timeout, time.Second))
-		l.call(rctx, l.localNow(), "f", p, 0)
+		l.call(rctx, l.localNow(), opCancel, p, 0)
 		cancel()
 		l.refusal.Store(nil) // the tokens came back
 		return lease, err
@@ -804,7 +826,7 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 	if l.isClosed() {
 		return ratelimit.ErrClosed
 	}
-	if _, err := l.call(ctx, l.localNow(), "u", int64(permits), int64(at)); err != nil {
+	if _, err := l.call(ctx, l.localNow(), opRefund, int64(permits), int64(at)); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -892,7 +914,7 @@ func (l *Limiter) StatsContext(ctx context.Context) (ratelimit.Stats, error) {
 	if err := ratelimit.CheckContext(ctx); err != nil {
 		return ratelimit.Stats{}, err
 	}
-	r, err := l.call(ctx, l.localNow(), "a", 0, l.tail("-")...)
+	r, err := l.call(ctx, l.localNow(), opAcquire, 0, l.tail("-")...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ratelimit.Stats{}, ctx.Err()
@@ -955,7 +977,7 @@ func (h *holder) release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(h.l.o.timeout, 5*time.Second))
 	defer cancel()
-	h.l.call(ctx, h.l.localNow(), "r", h.permits, h.id) // on failure the holder expires after the lease TTL
+	h.l.call(ctx, h.l.localNow(), opRelease, h.permits, h.id) // on failure the holder expires after the lease TTL
 }
 
 // Lease renewal: one renewer per client (the goredis.UniversalClient value)
@@ -1091,7 +1113,7 @@ func (r *renewer) renew(due []*Limiter) {
 		}
 		l.ext().holders.Range(func(_, v any) bool {
 			h := v.(*holder)
-			batch = append(batch, renewal{l, l.argv(l.localNow(), "n", h.permits, []interface{}{h.id})})
+			batch = append(batch, renewal{l, l.argv(l.localNow(), opRenew, h.permits, []interface{}{h.id})})
 			if len(batch) == renewBatch {
 				r.send(batch)
 				batch = batch[:0]

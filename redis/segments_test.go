@@ -49,7 +49,7 @@ func segmentedWorstCase(t testing.TB, c *goredis.Client, n int) time.Duration {
 		}
 		c.Set(ctx, l.keys[1], fmt.Sprintf("0 %d", start), 0)
 		c.SlowLogReset(ctx)
-		r, err := l.call(ctx, clock.Now().Add(time.Duration(tc.advance)*seg), "a", int64(tc.permits))
+		r, err := l.call(ctx, clock.Now().Add(time.Duration(tc.advance)*seg), opAcquire, int64(tc.permits))
 		l.Close()
 		if err != nil {
 			t.Fatal(err)

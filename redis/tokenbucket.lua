@@ -161,10 +161,10 @@ local function decide(K, ARGV)
   local qlimit = tonumber(ARGV[8])
   after = cur - p
   if p > qlimit or -after > qlimit or due >= FAR_US then
-    return reply(false, rem, due - now, reset_after(cur, l), 2)
+    return reply(false, rem, due - now, reset_after(cur, l), REFUSED_QUEUE_FULL)
   end
   if arg >= 0 and due - now > arg then
-    return reply(false, rem, due - now, reset_after(cur, l), 3)
+    return reply(false, rem, due - now, reset_after(cur, l), REFUSED_DEADLINE)
   end
   save(after, l, due)
   return reply(true, 0, due - now, reset_after(after, l), due)
