@@ -56,6 +56,7 @@ func clusterClient(t testing.TB) *goredis.ClusterClient {
 }
 
 func TestConformanceMiniredis(t *testing.T) {
+	t.Parallel() // in-process Lua: overlaps with the tests that wait on servers
 	_, c := miniClient(t)
 	ratelimittest.Run(t, factory(c), ratelimittest.Tick(time.Microsecond))
 }
