@@ -2,13 +2,25 @@
 # the algorithm comparison.
 GO ?= go
 
-.PHONY: test bench gobench lint cover
+.PHONY: test test-redis test-others test-bench bench gobench lint cover
 
+# The suites run side by side, each printing a line per package as the
+# package finishes: the redis package (the longest, waiting on servers more
+# than on the processors), the library's other packages, and the bench
+# module. make -k lets every suite finish and fails if any failed.
 test:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	$(GO) test -race -count=1 ./...
+	@$(MAKE) --no-print-directory -k -j3 test-redis test-others test-bench
+
+test-redis:
+	$(GO) test -race -count=1 ./redis/
+
+test-others:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/redis$$')
+
+test-bench:
 	cd bench && $(GO) test -race -count=1 ./...
 
 # The algorithm comparison: a markdown table on stdout, bench/report.html.

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"math/rand"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
 )
-
-func randSource(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed)) }
 
 func miniBackend(t testing.TB) *backend {
 	m := miniredis.RunT(t)

@@ -1,24 +1,30 @@
 // Command bench compares limitkit's algorithms and backends: what each
 // costs per decision, how exactly it admits under steady, boundary and
-// bursty overload, what scaling out to three replicas does, and the memory
-// per key. It prints a markdown table and writes a self-contained HTML
-// report with plots.
+// bursty overload, what scaling out to three replicas does, the memory per
+// key, and, on Redis, limitkit beside go-redis/redis_rate. It prints a
+// markdown report and writes a self-contained HTML report with plots.
 //
 // It runs on embedded defaults with nothing but Go: in memory, and on
-// miniredis in-process; with a redis-server on PATH it also starts one on a
-// free loopback port (or uses -redis ADDR).
+// miniredis in-process; with a redis-server on PATH it starts one on a free
+// loopback port (or uses -redis ADDR) and measures that instead.
+//
+// Every measurement is a step of its own: a step that fails is named, the
+// others still run, and the reports hold whatever was measured. The exit
+// status is non-zero only when a step failed.
 //
 //	go run . -out report.html
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -35,134 +41,321 @@ type config struct {
 	redisAddr string
 	noRedis   bool
 	seed      int64
+	// scale multiplies the number of decisions each cost, memory and peer
+	// step makes (1 when zero); tests run the whole program at a fraction.
+	scale float64
 }
+
+// allScenarios is every scenario, in the order they run.
+const allScenarios = "cost,accuracy,scaleout,memory,peers"
 
 func main() {
 	var c config
 	var scen string
 	flag.DurationVar(&c.duration, "duration", 10*time.Second, "simulated length of each accuracy scenario")
-	flag.StringVar(&scen, "scenarios", "cost,accuracy,scaleout,memory", "scenarios to run, comma-separated")
+	flag.StringVar(&scen, "scenarios", allScenarios, "scenarios to run, comma-separated")
 	flag.StringVar(&c.out, "out", "report.html", "HTML report path (empty: none)")
 	flag.StringVar(&c.redisAddr, "redis", "", "address of a Redis server to use instead of starting one")
-	flag.BoolVar(&c.noRedis, "no-redis", false, "skip the real Redis backend")
+	flag.BoolVar(&c.noRedis, "no-redis", false, "skip the real Redis backend (miniredis stands in)")
 	flag.Int64Var(&c.seed, "seed", 1, "seed of the bursty traffic")
 	flag.Parse()
 	c.scenarios = map[string]bool{}
 	for _, s := range strings.Split(scen, ",") {
 		c.scenarios[strings.TrimSpace(s)] = true
 	}
-	if err := run(c, os.Stdout, progress()); err != nil {
+	if _, err := run(c, os.Stdout, newProgress(os.Stderr)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-// progress reports to stderr only when it is a terminal.
-func progress() func(string, ...any) {
-	if fi, err := os.Stderr.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return func(string, ...any) {}
+// progress shows the step running and how far along the run is, on one
+// line rewritten in place, when w is a terminal. Otherwise it stays quiet
+// but for failed steps, one line each.
+type progress struct {
+	w     io.Writer // nil: silent
+	live  bool
+	start time.Time
+}
+
+func newProgress(f *os.File) *progress {
+	fi, err := f.Stat()
+	return &progress{w: f, live: err == nil && fi.Mode()&os.ModeCharDevice != 0, start: time.Now()}
+}
+
+// step shows step i of n starting, done of the run's weight behind it.
+func (p *progress) step(i, n int, done float64, name string) {
+	if p == nil || p.w == nil || !p.live {
+		return
 	}
-	return func(f string, a ...any) { fmt.Fprintf(os.Stderr, "\r\033[K"+f, a...) }
+	fmt.Fprintf(p.w, "\r\033[K[%2.0f%% %3.0fs, step %d of %d] %s", 100*done, time.Since(p.start).Seconds(), i+1, n, name)
+}
+
+func (p *progress) failed(name string, err error) {
+	if p == nil || p.w == nil {
+		return
+	}
+	if p.live {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintf(p.w, "FAILED %s: %v\n", name, err)
+}
+
+func (p *progress) done() {
+	if p != nil && p.w != nil && p.live {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
 }
 
 // results is everything a run measured.
 type results struct {
 	started   time.Time
+	elapsed   time.Duration
 	duration  time.Duration
+	env       environment
 	backends  []string
 	notes     []string
+	failures  []failure
+	spent     []spent // time per group of steps, in the order they ran
 	costs     []cost
 	accuracy  []accuracy
 	traffics  []traffic
 	scaleOuts []scaleOut
 	memory    []footprint
+	peers     []cost // limitkit beside redis_rate on Redis
 }
 
-func run(c config, stdout io.Writer, say func(string, ...any)) error {
-	res := &results{started: time.Now(), duration: c.duration}
-	backends := []*backend{{name: "memory"}}
-	mr, err := miniredis.Run()
-	if err != nil {
-		return err
+// environment is what the figures were measured on.
+type environment struct {
+	cpus              int
+	cpu, goos, goarch string
+	goVersion         string
+	redis             string // the Redis decisions ran on: version, or miniredis
+}
+
+// failure is a step that failed, by name.
+type failure struct {
+	step string
+	err  error
+}
+
+// spent is the wall time of a group of steps.
+type spent struct {
+	group string
+	steps int
+	d     time.Duration
+}
+
+// step is one measurement: group is its report section, name what progress
+// and failures call it, weight its share of the run's time (about its
+// seconds on a 2-core machine), by which progress counts how far along the
+// run is.
+type step struct {
+	group, name string
+	weight      float64
+	do          func(ctx context.Context) error
+}
+
+// stepTimeout bounds a step whose backend stops answering: its decisions
+// then fail with the context's error, and the run goes on.
+const stepTimeout = 2 * time.Minute
+
+// runSteps runs every step, however many fail or panic, recording the
+// failures by name and the time each group took.
+func runSteps(res *results, steps []step, p *progress) {
+	var total, done float64
+	for _, s := range steps {
+		total += s.weight
 	}
-	defer mr.Close()
-	mini := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
-	defer mini.Close()
-	backends = append(backends, &backend{name: "miniredis", client: mini})
+	for i, s := range steps {
+		p.step(i, len(steps), done/max(total, 1e-9), s.name)
+		done += s.weight
+		t0 := time.Now()
+		if err := runStep(s); err != nil {
+			res.failures = append(res.failures, failure{s.name, err})
+			p.failed(s.name, err)
+		}
+		d := time.Since(t0)
+		if k := len(res.spent) - 1; k >= 0 && res.spent[k].group == s.group {
+			res.spent[k].steps++
+			res.spent[k].d += d
+		} else {
+			res.spent = append(res.spent, spent{s.group, 1, d})
+		}
+	}
+	p.done()
+}
+
+func runStep(s step) (err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return s.do(ctx)
+}
+
+// run measures what c asks, writes the markdown report to stdout and the
+// HTML report to c.out, and returns what it measured; the error names the
+// steps that failed.
+func run(c config, stdout io.Writer, p *progress) (*results, error) {
+	if c.scale == 0 {
+		c.scale = 1
+	}
+	res := &results{started: time.Now(), duration: c.duration, env: environment{
+		cpus: runtime.NumCPU(), cpu: cpuModel(), goos: runtime.GOOS, goarch: runtime.GOARCH, goVersion: runtime.Version()}}
+	mem := &backend{name: "memory"}
+	backends := []*backend{mem}
+	var shared *backend // the Redis backend: a real server, or miniredis standing in
 	var real *goredis.Client
+	var serverDir string // where this run's servers keep their files; empty with -redis
+	var setup []step
+	var cleanup []func()
+	defer func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}()
 	switch {
 	case c.noRedis:
-		res.notes = append(res.notes, "real Redis skipped (-no-redis)")
-	case c.redisAddr != "":
-		real = goredis.NewClient(&goredis.Options{Addr: c.redisAddr, PoolSize: 64})
+		res.notes = append(res.notes, "Real Redis skipped (-no-redis)")
+	case c.redisAddr == "" && !onPath("redis-server"):
+		res.notes = append(res.notes, "No redis-server on PATH: real Redis skipped")
 	default:
-		if _, err := exec.LookPath("redis-server"); err != nil {
-			res.notes = append(res.notes, "no redis-server on PATH: real Redis skipped")
-			break
-		}
-		dir, err := os.MkdirTemp("", "ratelimit-bench")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		srv, err := redistest.StartServer(dir)
-		if err != nil {
-			return err
-		}
-		defer srv.Stop()
-		real = goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 64})
+		setup = append(setup, step{"setup", "redis: start and ping the server", 0.1, func(ctx context.Context) error {
+			addr := c.redisAddr
+			if addr == "" {
+				dir, err := os.MkdirTemp("", "ratelimit-bench")
+				if err != nil {
+					return err
+				}
+				cleanup = append(cleanup, func() { os.RemoveAll(dir) })
+				serverDir = dir
+				srv, err := redistest.StartServer(dir)
+				if err != nil {
+					return err
+				}
+				cleanup = append(cleanup, srv.Stop)
+				addr = srv.Addr
+			}
+			client := newClient(addr)
+			cleanup = append(cleanup, func() { client.Close() })
+			v, err := redisVersion(ctx, client)
+			if err != nil {
+				return err
+			}
+			real, shared = client, &backend{name: "redis", client: client}
+			res.env.redis = "Redis " + v
+			return nil
+		}})
 	}
-	if real != nil {
-		defer real.Close()
-		if err := real.Ping(context.Background()).Err(); err != nil {
-			return fmt.Errorf("redis: %w", err)
+	runSteps(res, setup, p)
+	if shared == nil {
+		// miniredis runs the same scripts in process, so the decisions it
+		// shows are Redis's; its costs are those of a Lua interpreter in
+		// this process, not of Redis, so it gets no cost rows.
+		mr, err := miniredis.Run()
+		if err != nil {
+			res.failures = append(res.failures, failure{"miniredis: start", err})
+		} else {
+			cleanup = append(cleanup, mr.Close)
+			mini := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
+			cleanup = append(cleanup, func() { mini.Close() })
+			shared = &backend{name: "miniredis", client: mini}
+			res.env.redis = "miniredis (in-process emulation: decisions only, no costs)"
+			res.notes = append(res.notes, "Miniredis stands in for Redis: its decisions are the Redis scripts', its costs are not Redis's, so it has no cost rows")
 		}
-		backends = append(backends, &backend{name: "redis", client: real})
+	}
+	if shared != nil {
+		backends = append(backends, shared)
 	}
 	for _, b := range backends {
 		res.backends = append(res.backends, b.name)
 	}
+	runSteps(res, plan(c, res, backends, real, serverDir), p)
+	res.elapsed = time.Since(res.started)
 
-	if c.scenarios["cost"] {
-		for _, g := range []int{1, 8} {
-			res.costs = append(res.costs, xrateCost(g, 300_000))
+	writeMarkdown(stdout, res)
+	if c.out != "" {
+		if err := writeHTMLFile(c.out, res); err != nil {
+			res.failures = append(res.failures, failure{"write " + c.out, err})
+		} else {
+			path, err := filepath.Abs(c.out)
+			if err != nil {
+				path = c.out
+			}
+			fmt.Fprintf(stdout, "\nReport: %s\n", path)
 		}
+	}
+	if len(res.failures) > 0 {
+		var names []string
+		for _, f := range res.failures {
+			names = append(names, f.step)
+		}
+		return res, fmt.Errorf("%d step(s) failed (the reports hold the rest): %s", len(res.failures), strings.Join(names, "; "))
+	}
+	return res, nil
+}
+
+// plan is the steps of the chosen scenarios. real is the real Redis client
+// (nil without one), for the steps only a real server makes sense on;
+// serverDir, when set, lets a step start a server of its own there.
+func plan(c config, res *results, backends []*backend, real *goredis.Client, serverDir string) []step {
+	var steps []step
+	add := func(group, name string, weight float64, do func(ctx context.Context) error) {
+		steps = append(steps, step{group, name, weight, do})
+	}
+	n := func(base int) int { return max(int(float64(base)*c.scale), 100) }
+	if c.scenarios["cost"] {
+		add("cost", "cost: x/time/rate in memory", 0.3, func(ctx context.Context) error {
+			for _, g := range []int{1, 8} {
+				res.costs = append(res.costs, xrateCost(g, n(300_000)))
+			}
+			return nil
+		})
 		for _, b := range backends {
+			if b.name == "miniredis" {
+				continue
+			}
 			for _, a := range algorithms() {
 				for _, g := range []int{1, 64} {
-					n := 300_000
+					count := n(300_000)
 					switch {
 					case b.name == "memory" && g == 64:
 						g = 8 // the machine's parallelism is what matters in memory
-					case b.name == "miniredis":
-						n = 3_000
-					case b.name == "redis":
-						n = 10_000
+					case b.client != nil && g == 1:
+						count = n(3_000)
+					case b.client != nil:
+						count = n(10_000)
 					}
-					say("cost: %s on %s, %d goroutines", a.name, b.name, g)
-					r, err := costOf(b, a, g, n)
-					if err != nil {
-						return fmt.Errorf("cost %s on %s: %w", a.name, b.name, err)
-					}
-					res.costs = append(res.costs, r)
+					add("cost", fmt.Sprintf("cost: %s on %s, %d goroutines", a.name, b.name, g), b.weight(0.1, 0.3), func(ctx context.Context) error {
+						r, err := costOf(ctx, b, a, g, count)
+						if err == nil {
+							res.costs = append(res.costs, r)
+						}
+						return err
+					})
 				}
 			}
 		}
 	}
 	if c.scenarios["accuracy"] {
-		res.traffics = scenarios(c.duration, rand.New(rand.NewSource(c.seed)))
+		res.traffics = scenarios(c.duration, randSource(c.seed))
 		for _, tr := range res.traffics {
 			for _, b := range backends {
 				for _, a := range algorithms() {
 					if !a.rate {
 						continue
 					}
-					say("accuracy: %s, %s on %s", tr.name, a.name, b.name)
-					r, err := simulate(b, a, tr, c.duration)
-					if err != nil {
-						return fmt.Errorf("accuracy %s %s on %s: %w", tr.name, a.name, b.name, err)
-					}
-					res.accuracy = append(res.accuracy, r)
+					add("accuracy", fmt.Sprintf("accuracy: %s, %s on %s", tr.name, a.name, b.name), b.weight(0.01, 0.05), func(ctx context.Context) error {
+						r, err := simulate(ctx, b, a, tr, c.duration)
+						if err == nil {
+							res.accuracy = append(res.accuracy, r)
+						}
+						return err
+					})
 				}
 			}
 		}
@@ -173,40 +366,122 @@ func run(c config, stdout io.Writer, say func(string, ...any)) error {
 				if !a.rate {
 					continue
 				}
-				say("scale-out: %s on %s", a.name, b.name)
-				r, err := simulateScaleOut(b, a, 5*time.Second)
-				if err != nil {
-					return fmt.Errorf("scale-out %s on %s: %w", a.name, b.name, err)
-				}
-				res.scaleOuts = append(res.scaleOuts, r)
+				add("scale-out", fmt.Sprintf("scale-out: %s on %s", a.name, b.name), b.weight(0.01, 0.05), func(ctx context.Context) error {
+					r, err := simulateScaleOut(ctx, b, a, 5*time.Second)
+					if err == nil {
+						res.scaleOuts = append(res.scaleOuts, r)
+					}
+					return err
+				})
 			}
 		}
 	}
 	if c.scenarios["memory"] {
 		for _, a := range algorithms() {
-			say("memory: %s", a.name)
-			res.memory = append(res.memory, heapPerLimiter(a, 100_000))
+			add("memory", fmt.Sprintf("memory: %s in memory", a.name), 0.1, func(ctx context.Context) error {
+				res.memory = append(res.memory, heapPerLimiter(a, n(100_000)))
+				return nil
+			})
 			if real != nil {
-				f, err := redisPerKey(real, a, 100_000)
-				if err != nil {
+				add("memory", fmt.Sprintf("memory: %s on redis", a.name), 2, func(ctx context.Context) error {
+					client, done, err := memoryServer(real, serverDir)
+					if err != nil {
+						return err
+					}
+					defer done()
+					f, err := redisPerKey(ctx, client, a, n(redisMemoryKeys))
+					if err == nil {
+						res.memory = append(res.memory, f)
+					}
 					return err
-				}
-				res.memory = append(res.memory, f)
+				})
 			}
 		}
 	}
-	say("")
-	writeMarkdown(stdout, res)
-	if c.out != "" {
-		f, err := os.Create(c.out)
-		if err != nil {
+	if c.scenarios["peers"] && real != nil {
+		add("redis_rate", fmt.Sprintf("redis_rate beside limitkit: %s keys and one key, 64 goroutines", fmtCount(manyKeys)), 4, func(ctx context.Context) error {
+			rs, err := redisKeys(ctx, real, n(peerCalls), peerRounds)
+			res.peers = append(res.peers, rs...)
 			return err
-		}
-		defer f.Close()
-		if err := writeHTML(f, res); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "\nReport: %s\n", c.out)
+		})
 	}
-	return nil
+	return steps
+}
+
+// newClient is the run's go-redis client for addr: room for 64 goroutines'
+// calls and the limiters' own (lease renewals, batches) at once, and each
+// call bounded by its context's deadline, as the README advises.
+func newClient(addr string) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 128, ContextTimeoutEnabled: true})
+}
+
+// memoryServer is the server an algorithm's Redis memory is measured on: a
+// fresh one in dir, so that every algorithm's keys grow the server's
+// dictionaries from the same start, or real when there is no dir (-redis).
+func memoryServer(real *goredis.Client, dir string) (*goredis.Client, func(), error) {
+	if dir == "" {
+		return real, func() {}, nil
+	}
+	srv, err := redistest.StartServer(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	client := newClient(srv.Addr)
+	return client, func() { client.Close(); srv.Stop() }, nil
+}
+
+// weight is a step's weight on b: inMemory in memory, remote on Redis,
+// twenty times that on miniredis (a Lua interpreter in this process).
+func (b *backend) weight(inMemory, remote float64) float64 {
+	switch b.name {
+	case "memory":
+		return inMemory
+	case "miniredis":
+		return 20 * remote
+	}
+	return remote
+}
+
+func onPath(bin string) bool {
+	_, err := exec.LookPath(bin)
+	return err == nil
+}
+
+// writeHTMLFile writes the HTML report to path.
+func writeHTMLFile(path string, res *results) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := writeHTML(f, res); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// redisVersion is the server's redis_version, from INFO server.
+func redisVersion(ctx context.Context, c goredis.UniversalClient) (string, error) {
+	fields, err := info(ctx, c, "server")
+	if err != nil {
+		return "", err
+	}
+	if v := fields["redis_version"]; v != "" {
+		return v, nil
+	}
+	return "", errors.New("no redis_version in INFO server")
+}
+
+// cpuModel is the processor's model name where the system says (Linux).
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }

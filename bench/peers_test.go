@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,7 +156,8 @@ func BenchmarkRedis(b *testing.B) {
 // alternated in 10 rounds of 2,000 calls each (b.N is ignored: run with
 // -benchtime=1x). Neither state ever expires (a burst of 1e9), so both
 // scripts do the same work: read the state and the time, write the state.
-// Reports the medians and the ratios to redis_rate (below 1: faster).
+// Reports the medians, the ratios to redis_rate (below 1: faster) and the
+// client's allocations per call.
 func BenchmarkRedisLone(b *testing.B) {
 	addr := redistest.Start(b).Addr
 	ctx := context.Background()
@@ -175,7 +175,7 @@ func BenchmarkRedisLone(b *testing.B) {
 		func() error { _, err := oursDefault.Acquire(ctx, 1); return err },
 		func() error { _, err := theirs.Allow(ctx, "lone-theirs", lim); return err },
 	}
-	var p50 [3][]float64
+	var p50, allocs [3][]float64
 	for round := 0; round < 10; round++ {
 		for k := range ops {
 			i := (round + k) % len(ops) // each goes first in turn
@@ -184,9 +184,12 @@ func BenchmarkRedisLone(b *testing.B) {
 				b.Fatal(err)
 			}
 			p50[i] = append(p50[i], float64(c.p50.Nanoseconds())/1e3)
+			allocs[i] = append(allocs[i], c.allocsPerOp)
 		}
 	}
-	ourP50, defaultP50, theirP50 := medianOf(p50[0]), medianOf(p50[1]), medianOf(p50[2])
+	b.ReportMetric(median(allocs[0]), "allocs/call-limitkit")
+	b.ReportMetric(median(allocs[2]), "allocs/call-redis_rate")
+	ourP50, defaultP50, theirP50 := median(p50[0]), median(p50[1]), median(p50[2])
 	b.ReportMetric(ourP50, "p50-µs-limitkit")
 	b.ReportMetric(defaultP50, "p50-µs-limitkit-default-options")
 	b.ReportMetric(theirP50, "p50-µs-redis_rate")
@@ -199,69 +202,27 @@ func BenchmarkRedisLone(b *testing.B) {
 // one Factory; redis_rate's limiter takes the key per call) and over one
 // key, limitkit's token bucket against go-redis/redis_rate on one
 // redis-server, alternated in 5 rounds of 40,000 decisions each (b.N is
-// ignored: run with -benchtime=1x). Reports the medians and the ratios to
-// redis_rate (throughput: above 1 is faster; p99: below 1 is better).
+// ignored: run with -benchtime=1x); the bench program's comparison, with
+// more rounds. Reports the medians and the ratios to redis_rate
+// (throughput: above 1 is faster; p99: below 1 is better).
 func BenchmarkRedisKeys(b *testing.B) {
 	addr := redistest.Start(b).Addr
-	ctx := context.Background()
 	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 64, ContextTimeoutEnabled: true})
 	defer c.Close()
-	const keys, goroutines, calls, rounds = 10_000, 64, 40_000, 5
-	names := make([]string, keys)
-	for i := range names {
-		names[i] = fmt.Sprintf("user-%d", i)
-	}
-	f, err := redis.NewFactory(c, tokenbucket.Config{Rate: 1000, Burst: 1e9})
+	costs, err := redisKeys(context.Background(), c, 40_000, 5)
 	if err != nil {
 		b.Fatal(err)
 	}
-	limiters := make([]*redis.Limiter, keys)
-	for i := range limiters {
-		limiters[i], _ = f.New(names[i])
+	for i := 0; i+1 < len(costs); i += 2 { // ours, then redis_rate, per key count
+		ours, theirs := costs[i], costs[i+1]
+		name := fmt.Sprintf("%d-keys", ours.keys)
+		b.ReportMetric(ours.perSecond, "decisions/s-limitkit-"+name)
+		b.ReportMetric(theirs.perSecond, "decisions/s-redis_rate-"+name)
+		b.ReportMetric(float64(ours.p99.Microseconds()), "p99-µs-limitkit-"+name)
+		b.ReportMetric(float64(theirs.p99.Microseconds()), "p99-µs-redis_rate-"+name)
+		b.ReportMetric(ours.perSecond/theirs.perSecond, "throughput-ratio-"+name)
+		b.ReportMetric(float64(ours.p99)/float64(theirs.p99), "p99-ratio-"+name)
 	}
-	theirs := redis_rate.NewLimiter(c)
-	lim := redis_rate.Limit{Rate: 1000, Burst: 1e9, Period: time.Second}
-	var next atomic.Uint64
-	key := func() int { return int(next.Add(1) * 7919 % keys) } // every key in turn, spread
-	cases := []struct {
-		name string
-		op   func() error
-	}{
-		{"limitkit-10000-keys", func() error { _, err := limiters[key()].Acquire(ctx, 1); return err }},
-		{"redis_rate-10000-keys", func() error { _, err := theirs.Allow(ctx, names[key()], lim); return err }},
-		{"limitkit-1-key", func() error { _, err := limiters[0].Acquire(ctx, 1); return err }},
-		{"redis_rate-1-key", func() error { _, err := theirs.Allow(ctx, names[0], lim); return err }},
-	}
-	perSecond := make([][]float64, len(cases))
-	p99 := make([][]float64, len(cases))
-	for round := 0; round < rounds; round++ {
-		for k := range cases {
-			i := (round + k) % len(cases)
-			r, err := measure(goroutines, calls, cases[i].op)
-			if err != nil {
-				b.Fatal(cases[i].name, err)
-			}
-			perSecond[i] = append(perSecond[i], r.perSecond)
-			p99[i] = append(p99[i], float64(r.p99.Nanoseconds())/1e3)
-		}
-	}
-	for i, tc := range cases {
-		b.ReportMetric(medianOf(perSecond[i]), "decisions/s-"+tc.name)
-		b.ReportMetric(medianOf(p99[i]), "p99-µs-"+tc.name)
-	}
-	for i := 0; i < len(cases); i += 2 {
-		b.ReportMetric(medianOf(perSecond[i])/medianOf(perSecond[i+1]), "throughput-ratio-"+cases[i].name)
-		b.ReportMetric(medianOf(p99[i])/medianOf(p99[i+1]), "p99-ratio-"+cases[i].name)
-	}
-}
-
-// median of v (sorted in place).
-func medianOf(v []float64) float64 {
-	sort.Float64s(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // BenchmarkRedisMemoryPerKey: used_memory per key, limitkit's token bucket
