@@ -739,3 +739,94 @@ func TestZeroAndNilLimiter(t *testing.T) {
 		t.Errorf("NoLimit with a nil ctx: %v, want ErrNilContext", err)
 	}
 }
+
+// gate is a limiter that always reports itself idle, as a memory limiter
+// does between a call's lookup of its partition and the call's decision.
+// Its first call passes; later ones (Acquire or Refund) stay inside until
+// open is closed.
+type gate struct {
+	calls   atomic.Int32
+	entered chan struct{}
+	open    chan struct{}
+	closed  atomic.Bool
+}
+
+func (g *gate) pass() error {
+	if g.calls.Add(1) > 1 {
+		g.entered <- struct{}{}
+		<-g.open
+	}
+	if g.closed.Load() {
+		return ratelimit.ErrClosed
+	}
+	return nil
+}
+
+func (g *gate) Acquire(context.Context, int) (ratelimit.Lease, error) {
+	return ratelimit.Lease{}, g.pass()
+}
+
+func (g *gate) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return g.Acquire(ctx, permits)
+}
+
+func (g *gate) Refund(context.Context, ratelimit.Lease, int) error { return g.pass() }
+
+func (g *gate) IdleFor() (time.Duration, bool) { return time.Hour, true }
+
+func (g *gate) Close() error { g.closed.Store(true); return nil }
+
+// TestCallInFlightKeepsPartition: a partition whose limiter is idle, but
+// with a call in flight (an Acquire, or a Refund), is evicted neither by
+// the sweeper nor to make room, so the call never finds its limiter
+// closed; once the call has returned, it is.
+func TestCallInFlightKeepsPartition(t *testing.T) {
+	for _, call := range []string{"Acquire", "Refund"} {
+		t.Run(call, func(t *testing.T) {
+			clock := ratelimittest.NewClock()
+			var mu sync.Mutex
+			gates := map[string]*gate{}
+			p := newPartitioned(t, partitioned.Config[string]{Key: identity, MaxPartitions: 1, IdleTimeout: time.Second, Clock: clock,
+				New: func(key string) (ratelimit.Limiter, error) {
+					g := &gate{entered: make(chan struct{}), open: make(chan struct{})}
+					mu.Lock()
+					defer mu.Unlock()
+					gates[key] = g
+					return g, nil
+				}})
+			if _, err := p.Acquire(bg, "a", 1); err != nil { // creates a's partition
+				t.Fatal(err)
+			}
+			mu.Lock()
+			a := gates["a"]
+			mu.Unlock()
+			returned := make(chan error, 1)
+			go func() {
+				if call == "Acquire" {
+					_, err := p.Acquire(bg, "a", 1)
+					returned <- err
+				} else {
+					returned <- p.Refund(bg, "a", ratelimit.Lease{}, 1)
+				}
+			}()
+			<-a.entered
+			clock.Advance(time.Hour) // sweeps
+			if l, err := p.Acquire(bg, "b", 1); err != nil || l.Reason() != ratelimit.ReasonNoPartition {
+				t.Fatalf("b at MaxPartitions while a call is in a: %v, %v; want ReasonNoPartition", l, err)
+			}
+			if s := p.Stats(); s.Live != 1 || s.Evicted != 0 || a.closed.Load() {
+				t.Fatalf("with a call in a's partition: %+v, a closed %v; want a alive and open", s, a.closed.Load())
+			}
+			close(a.open)
+			if err := <-returned; err != nil {
+				t.Fatalf("%s on a: %v", call, err)
+			}
+			if l, err := p.Acquire(bg, "b", 1); err != nil || l.Reason() == ratelimit.ReasonNoPartition {
+				t.Fatalf("b once a's call returned: %v, %v; want b in a's place", l, err)
+			}
+			if s := p.Stats(); s.Live != 1 || s.Evicted != 1 || !a.closed.Load() {
+				t.Fatalf("after b took a's place: %+v, a closed %v; want a evicted and closed", s, a.closed.Load())
+			}
+		})
+	}
+}

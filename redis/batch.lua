@@ -6,34 +6,46 @@
 -- on one server (in a Cluster, one hash slot): ARGV is 'batch', the head's
 -- length h, then for each limiter, its keys taken from KEYS in order: the
 -- number of its keys nk, the number of its parameters np and those, the
--- number of its decisions nd, and for each decision the number n of its own
--- arguments and those (its head and extra arguments). A batch replies with
--- its decisions' replies, in order; they are made one after another, at one
--- instant, as the same calls would be made one by one. Every step reads at
--- least one argument, so the loops end within #ARGV steps.
+-- number of its decisions nd, and for each decision the number n >= h of
+-- its own arguments and those (its head and extra arguments). A batch
+-- replies with its decisions' replies, in order; they are made one after
+-- another, at one instant, as the same calls would be made one by one. A
+-- decision that fails (a key of another type, say) replies its error and
+-- leaves the others be. Every count is checked, and every step moves past
+-- at least one argument, so the loops end within #ARGV steps.
 if ARGV[1] ~= 'batch' then
   set_now(ARGV[1])
   return decide(KEYS, ARGV)
 end
+
+-- The count at ARGV[i], an integer of at least least.
+local function count(i, least)
+  local n = tonumber(ARGV[i])
+  if not n or n < least or n ~= floor(n) then error('limitkit: malformed batch at argument ' .. i) end
+  return n
+end
+
 batching, written = true, {}
-local h = tonumber(ARGV[2])
+local h = count(2, 1)
 local out, i, k = {}, 3, 0
 while i <= #ARGV do
-  local nk, np = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local nk, np = count(i, 1), count(i + 1, 0)
   local K = {}
   for j = 1, nk do K[j] = KEYS[k + j] end
   k = k + nk
   local params = i + 1 -- parameter j is ARGV[params + j]
-  local nd = tonumber(ARGV[params + np + 1])
+  local nd = count(params + np + 1, 1)
   i = params + np + 2
   for _ = 1, nd do
-    local n = tonumber(ARGV[i])
+    local n = count(i, h)
     local a = {}
     for j = 1, h do a[j] = ARGV[i + j] end
     for j = 1, np do a[h + j] = ARGV[params + j] end
     for j = h + 1, n do a[np + j] = ARGV[i + j] end
     set_now(a[1])
-    out[#out + 1] = decide(K, a)
+    local ok, r = pcall(decide, K, a)
+    if not ok then r = redis.error_reply(type(r) == 'table' and r.err or tostring(r)) end
+    out[#out + 1] = r
     i = i + n + 1
   end
 end

@@ -55,9 +55,14 @@ func TestKeysAreValidatedBeforeAnyCall(t *testing.T) {
 	var n counter
 	c.AddHook(&n)
 	cfg := fixedwindow.Config{Limit: 1, Window: time.Second}
-	for _, key := range []string{"", strings.Repeat("k", redis.MaxKeyLen+1)} {
+	for _, key := range []string{"", strings.Repeat("k", redis.MaxKeyLen+1), "}x"} {
 		if _, err := redis.New(c, key, cfg); !errors.Is(err, redis.ErrInvalidKey) {
-			t.Errorf("key of %d bytes: %v, want ErrInvalidKey", len(key), err)
+			t.Errorf("key %.20q (%d bytes): %v, want ErrInvalidKey", key, len(key), err)
+		}
+	}
+	for _, key := range []string{"k", strings.Repeat("k", redis.MaxKeyLen), "x}", "{x}"} {
+		if _, err := redis.New(c, key, cfg); err != nil {
+			t.Errorf("key %.20q (%d bytes): %v", key, len(key), err)
 		}
 	}
 	if _, err := redis.New(c, "k", fixedwindow.Config{Limit: 1, Window: time.Second + time.Nanosecond}); !errors.Is(err, ratelimit.ErrInvalidConfig) {

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/internal/redistest"
 	"github.com/limitkit/ratelimit/ratelimittest"
@@ -349,5 +351,76 @@ func TestPipeCollected(t *testing.T) {
 	}
 	if registered() {
 		t.Fatal("the pipe of a client without limiters is still registered")
+	}
+}
+
+// TestBatchDecisionFailsAlone: a decision that fails in a batch (its key
+// holds another type) replies its error and leaves the batch's other
+// decisions, of other limiters and algorithms, made and counted, on
+// miniredis and on a real server.
+func TestBatchDecisionFailsAlone(t *testing.T) {
+	mini := miniredis.RunT(t)
+	for name, c := range map[string]*goredis.Client{
+		"miniredis": goredis.NewClient(&goredis.Options{Addr: mini.Addr()}),
+		"redis":     goredis.NewClient(&goredis.Options{Addr: redistest.Start(t).Addr}),
+	} {
+		t.Cleanup(func() { c.Close() })
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			good, _ := New(c, "good", concurrency.Config{Limit: 10})
+			poisoned, _ := New(c, "poisoned", concurrency.Config{Limit: 10})
+			window, _ := New(c, "window", fixedwindow.Config{Limit: 10, Window: time.Hour})
+			poisonedWindow, _ := New(c, "poisoned-window", fixedwindow.Config{Limit: 10, Window: time.Hour})
+			c.Set(ctx, poisoned.keys[0], "not a sorted set", 0)
+			c.LPush(ctx, poisonedWindow.keys[0], "not a window")
+			decide := func(l *Limiter, p int64) *pending {
+				var id string
+				if l.release {
+					id = l.holderID()
+				}
+				return &pending{l: l, args: l.argv(time.Now(), opAcquire, p, l.tail(id)), done: make(chan struct{})}
+			}
+			batch := []*pending{decide(good, 3), decide(poisoned, 1), decide(window, 2), decide(good, 3), decide(poisonedWindow, 1), decide(window, 2)}
+			good.pipe.exec(batch)
+			for i, p := range batch {
+				failed := p.l == poisoned || p.l == poisonedWindow
+				if failed != (p.err != nil) || failed && !strings.Contains(p.err.Error(), "WRONGTYPE") {
+					t.Fatalf("decision %d (%s): %v", i, p.l.keys[0], p.err)
+				}
+				if r, err := parseReply(p.v); !failed && (err != nil || !r.granted) {
+					t.Fatalf("decision %d (%s): %+v %v, want a grant", i, p.l.keys[0], r, err)
+				}
+			}
+			for _, want := range []struct {
+				l         *Limiter
+				available int64
+			}{{good, 4}, {window, 6}} {
+				if s, err := want.l.StatsContext(ctx); err != nil || s.Available != want.available {
+					t.Errorf("%s after the batch: %+v %v, want %d available", want.l.keys[0], s, err, want.available)
+				}
+			}
+		})
+	}
+}
+
+// TestRetriedAcquireCountsOnce: a concurrency acquire made twice with the
+// same holder (go-redis retries a call whose reply it lost) holds its
+// permits once.
+func TestRetriedAcquireCountsOnce(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: redistest.Start(t).Addr})
+	t.Cleanup(func() { c.Close() })
+	l, err := New(c, "retried", concurrency.Config{Limit: 10}, WithoutCoalescing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id := l.holderID()
+	for i := 0; i < 2; i++ {
+		if r, err := l.call(ctx, time.Now(), opAcquire, 4, id); err != nil || !r.granted {
+			t.Fatalf("acquire %d: %+v %v", i, r, err)
+		}
+	}
+	if s, err := l.StatsContext(ctx); err != nil || s.Available != 6 {
+		t.Fatalf("after the same acquire twice: %+v %v, want 6 available", s, err)
 	}
 }

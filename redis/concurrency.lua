@@ -21,6 +21,9 @@ local function decide(K, ARGV)
       redis.call('ZADD', set, 'XX', now + ttl, member)
       extra = 1
     end
+  elseif p > 0 and redis.call('ZSCORE', set, member) then
+    -- The same acquire again (the client retried after losing the reply):
+    -- the holder has its permits already.
   else
     granted = max(p, 1) <= limit - held
     if granted and p > 0 then

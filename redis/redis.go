@@ -73,7 +73,7 @@ var (
 )
 
 // script composes an algorithm's script: the prelude, the algorithm, which
-// defines decide(ARGV) for one decision, and batch.lua, which calls it once
+// defines decide(K, ARGV) for one decision on the keys K, and batch.lua, which calls it once
 // or for each decision of a batch (see coalesce.go).
 func script(algorithm string) *goredis.Script {
 	return goredis.NewScript(prelude + algorithm + batchLua)
@@ -84,7 +84,9 @@ const MaxKeyLen = 1024
 
 // Errors of this package; test them with errors.Is.
 var (
-	// ErrInvalidKey: the key is empty or longer than MaxKeyLen. Nothing is sent.
+	// ErrInvalidKey: the key is empty, longer than MaxKeyLen, or starts
+	// with "}" (the hash tag prefix{key} would be empty, and a Cluster
+	// would hash a limiter's keys to different slots). Nothing is sent.
 	ErrInvalidKey = errors.New("redis: invalid key")
 	// ErrUnavailable wraps a Redis failure under the default FailError
 	// policy; the error wraps the failure too (context.DeadlineExceeded when
@@ -136,10 +138,14 @@ const DefaultTimeout = time.Second
 // an error wrapping both ErrUnavailable and context.DeadlineExceeded). The
 // bound holds whatever the go-redis client's options. With
 // Options.ContextTimeoutEnabled (as the README's client sets), go-redis
-// itself stops reading at the deadline, and a call runs on its caller's
-// goroutine. Without it go-redis ignores a context's deadline while
-// reading a reply, so each call runs in a goroutine the caller stops
-// waiting for at the deadline (a goroutine switch per call: about 1.5x the
+// itself stops reading at the deadline, and a lone call runs on its
+// caller's goroutine (calls that queue behind others leave in a batch from
+// a sending goroutine either way). Without it (or with socket deadlines
+// disabled, a ReadTimeout or WriteTimeout of -2, or with a UniversalClient
+// other than go-redis's Client, ClusterClient and Ring) go-redis ignores a
+// context's deadline while reading a reply, so each call runs in a
+// goroutine the caller stops waiting for at the deadline (a goroutine
+// switch per call: about 1.5x the
 // latency of a lone caller, BenchmarkRedisLone in the bench module); a
 // script call so left behind finishes on its own when the server answers
 // or the client's own timeouts (ReadTimeout, 3s by default) fire. Either
@@ -181,7 +187,11 @@ func WithoutRefusalCache() Option { return func(o *options) { o.noCache = true }
 // pipelined round trip. On a single node one batch may carry any keys; on a
 // Cluster a batch carries the keys of one hash slot (so one slot's batch
 // never waits for another's), and on a Ring or another client the keys of
-// one hash tag. Decisions are the same as the same calls made one by one.
+// one hash tag (a single-node client's batches may carry several keys in
+// one script call, which a proxy that shards one endpoint, such as
+// twemproxy, refuses: use WithoutCoalescing behind one). Decisions are the
+// same as the same calls made one by one, and a decision that fails (a key
+// of another type, say) fails alone.
 // There is no linger time: a lone caller's call leaves at once, alone, so
 // it costs nothing at low concurrency; callers that arrive while batches
 // are in flight leave together in the next one. Measured at 64 goroutines
@@ -302,7 +312,7 @@ func (l *Limiter) remember(at time.Time, p int64, r reply) {
 
 // New returns a limiter for cfg (any algorithm package's Config) whose state
 // is kept in Redis under key. The key is refused with ErrInvalidKey when
-// empty or longer than MaxKeyLen; windows and periods must be whole
+// empty, longer than MaxKeyLen or starting with "}"; windows and periods must be whole
 // microseconds, Redis's clock resolution. It is NewFactory(client, cfg,
 // opts...).New(key): for many keys of one config (a limit per user), make
 // the Factory once.
@@ -413,6 +423,11 @@ func NewFactory(client goredis.UniversalClient, cfg ratelimit.Config, opts ...Op
 func (f *Factory) New(key string) (*Limiter, error) {
 	if key == "" || len(key) > MaxKeyLen {
 		return nil, fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	if key[0] == '}' {
+		// prefix{}x}: an empty hash tag, so a Cluster would hash each of
+		// the limiter's keys whole, to different slots.
+		return nil, fmt.Errorf("%w: %q starts with }", ErrInvalidKey, key)
 	}
 	base := f.s.o.prefix + "{" + key + "}"
 	l := &Limiter{shape: f.s, keys: make([]string, len(f.s.suffixes))}
@@ -527,9 +542,10 @@ type result struct {
 // arrives, and the deadline bounds the wait. Otherwise it runs in a
 // goroutine the caller does not wait on past ctx, which finishes on its own
 // when the server answers or the client's own timeouts fire; that costs a
-// goroutine switch per call (BenchmarkRedisLone in the bench module). The
-// goroutine making the call runs then (nil: nothing) once answered, before
-// handing the answer over.
+// goroutine switch per call (BenchmarkRedisLone in the bench module). then
+// (nil: nothing) runs once the call is answered, before the answer is
+// handed over, and, when the caller stops waiting first, then too: it must
+// be safe to call twice (the pipe's is a sync.OnceFunc).
 func (l *Limiter) run(ctx context.Context, args []interface{}, then func()) ([]interface{}, error) {
 	_, deadline := ctx.Deadline()
 	if ctx.Done() == nil || (l.direct && deadline) {
@@ -554,6 +570,9 @@ func (l *Limiter) run(ctx context.Context, args []interface{}, then func()) ([]i
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
+		if then != nil {
+			then() // a stalled call holds nothing of the pipe's
+		}
 		select {
 		case r := <-ch: // answered meanwhile: the answer beats the ctx error
 			return r.v, r.err
@@ -570,13 +589,13 @@ func (l *Limiter) argv(local time.Time, op string, permits int64, extra []interf
 	if l.o.clock != nil {
 		now = strconv.FormatInt(local.UnixMicro(), 10)
 	}
-	args := make([]interface{}, 0, 3+len(l.args)+len(extra))
+	args := make([]interface{}, 0, headLen+len(l.args)+len(extra))
 	args = append(args, now, permits, op)
 	return append(append(args, l.args...), extra...)
 }
 
 // headLen is the number of arguments argv puts before the parameters.
-func (l *Limiter) headLen() int { return 3 }
+const headLen = 3
 
 func parseReply(v []interface{}) (reply, error) {
 	if len(v) != 5 {
@@ -661,7 +680,9 @@ func (l *Limiter) lease(r reply, p int64, n uint64, reason ratelimit.Reason) rat
 	case !d.Granted || p == 0:
 		return l.leases.Lease(d, reason)
 	case l.release:
-		l.hold(n, p)
+		if !l.hold(n, p) {
+			return l.leases.Lease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed)
+		}
 		return l.ext().held.Lease(d, n)
 	}
 	return l.leases[ratelimit.ReasonNone].Lease(d, uint64(max(r.extra, 0)))
@@ -946,13 +967,21 @@ type holder struct {
 	released atomic.Bool
 }
 
-func (l *Limiter) hold(n uint64, p int64) {
+// hold records holder number n of p permits, granted by Redis; false when
+// the limiter was closed meanwhile (Close may have released its holders
+// already), in which case the holder is released at once.
+func (l *Limiter) hold(n uint64, p int64) bool {
 	h := &holder{l: l, n: n, id: l.holderName(n), permits: p}
 	x := l.ext()
 	x.holders.Store(n, h)
 	if x.nHolders.Add(1) == 1 {
 		l.startRenewal()
 	}
+	if l.isClosed() {
+		h.release()
+		return false
+	}
+	return true
 }
 
 // releaser is the Releaser of a limiter's concurrency leases, whose token
@@ -1128,25 +1157,16 @@ func (r *renewer) renew(due []*Limiter) {
 
 func (r *renewer) send(batch []renewal) {
 	var timeout time.Duration
-	for _, x := range batch {
+	calls := make([]evalCall, len(batch))
+	for i, x := range batch {
 		d := x.l.o.timeout
 		if d <= 0 {
 			d = x.l.o.leaseTTL / 3
 		}
 		timeout = max(timeout, d)
+		calls[i] = evalCall{x.l.script, x.l.keys, x.args}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	pipe := r.client.Pipeline()
-	cmds := make([]*goredis.Cmd, len(batch))
-	for i, x := range batch {
-		cmds[i] = x.l.script.EvalSha(ctx, pipe, x.l.keys, x.args...)
-	}
-	pipe.Exec(ctx)
-	for i, c := range cmds {
-		if err := c.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-			x := batch[i]
-			x.l.script.Run(ctx, r.client, x.l.keys, x.args...) // loads the script
-		}
-	}
+	evalAll(ctx, r.client, calls)
 }

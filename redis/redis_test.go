@@ -83,8 +83,8 @@ func TestConformanceWithoutCoalescing(t *testing.T) {
 	ratelimittest.Run(t, factory(realClient(t), redis.WithoutCoalescing()), ratelimittest.Tick(time.Microsecond))
 }
 
-// TestConformanceCluster runs on the real 3-node cluster (a batch is one
-// script call on one limiter's keys, so on one node).
+// TestConformanceCluster runs on the real 3-node cluster (a batch carries
+// the keys of one hash slot, so of one node).
 func TestConformanceCluster(t *testing.T) {
 	ratelimittest.Run(t, factory(clusterClient(t)), ratelimittest.Tick(time.Microsecond))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -338,5 +339,116 @@ func TestHonoursDeadlines(t *testing.T) {
 			t.Errorf("%s: honoursDeadlines = %v, want %v", tc.name, got, tc.want)
 		}
 		tc.client.Close()
+	}
+}
+
+// stallProxy forwards loopback connections to a server until stall is
+// called; from then on the connections it already had drop everything (a
+// half-open link: no reply, no error), while new ones forward again.
+type stallProxy struct {
+	ln      net.Listener
+	stalled atomic.Int64 // connections accepted before stall: 1 + their last number
+	mu      sync.Mutex
+	conns   []net.Conn
+}
+
+func newStallProxy(t *testing.T, target string) *stallProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln}
+	go func() {
+		for n := int64(1); ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			pump := func(dst, src net.Conn) {
+				buf := make([]byte, 4096)
+				for {
+					k, err := src.Read(buf)
+					if err != nil {
+						return
+					}
+					if n >= p.stalled.Load() {
+						dst.Write(buf[:k])
+					}
+				}
+			}
+			go pump(s, c)
+			go pump(c, s)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+	})
+	return p
+}
+
+// stall black-holes the connections accepted so far.
+func (p *stallProxy) stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled.Store(int64(len(p.conns)/2) + 1)
+}
+
+// TestStalledConnectionHoldsNoSender: calls stalled on half-open
+// connections, with a client that never times a read out (ReadTimeout -1,
+// ContextTimeoutEnabled unset), fail at the limiter's timeout and hold none
+// of the pipe's senders: once new connections work, every call on the
+// client succeeds again.
+func TestStalledConnectionHoldsNoSender(t *testing.T) {
+	p := newStallProxy(t, redistest.Start(t).Addr)
+	c := goredis.NewClient(&goredis.Options{Addr: p.ln.Addr().String(), ReadTimeout: -1, PoolSize: 64})
+	t.Cleanup(func() { c.Close() })
+	l, err := New(c, "stalled", fixedwindow.Config{Limit: 1 << 30, Window: time.Hour}, WithTimeout(callTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ { // open several connections
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := l.Acquire(ctx, 1); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	p.stall()
+	var failed atomic.Int64
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := l.Acquire(ctx, 1); errors.Is(err, context.DeadlineExceeded) {
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() == 0 {
+		t.Fatal("no call met a stalled connection")
+	}
+	for i := 0; i < 20; i++ {
+		if lease, err := l.Acquire(ctx, 1); err != nil || !lease.Acquired() {
+			t.Fatalf("call %d after new connections work again: %v %v", i, lease, err)
+		}
 	}
 }
