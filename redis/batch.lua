@@ -3,16 +3,17 @@
 -- time argument), the limiter's parameters, then extra arguments.
 --
 -- A batch carries decisions of one or more limiters of this algorithm, all
--- on one server (in a Cluster, one hash slot): ARGV is 'batch', the head's
--- length h, then for each limiter, its keys taken from KEYS in order: the
--- number of its keys nk, the number of its parameters np and those, the
--- number of its decisions nd, and for each decision the number n >= h of
--- its own arguments and those (its head and extra arguments). A batch
--- replies with its decisions' replies, in order; they are made one after
--- another, at one instant, as the same calls would be made one by one. A
--- decision that fails (a key of another type, say) replies its error and
--- leaves the others be. Every count is checked, and every step moves past
--- at least one argument, so the loops end within #ARGV steps.
+-- on one server (in a Cluster, one hash slot), their keys in KEYS in order.
+-- ARGV is 'batch', the head's length h, then groups of limiters that share
+-- their parameters: the number of parameters np and those, the number of
+-- limiters nl, and for each limiter the number of its keys nk, the number
+-- of its decisions nd, and for each decision the number n >= h of its own
+-- arguments and those (its head and extra arguments). A batch replies with
+-- its decisions' replies, in order; they are made one after another, at
+-- one instant, as the same calls would be made one by one. A decision that
+-- fails (a key of another type, say) replies its error and leaves the
+-- others be. Every count is checked, and every step moves past at least
+-- one argument, so the loops end within #ARGV steps.
 if ARGV[1] ~= 'batch' then
   set_now(ARGV[1])
   return decide(KEYS, ARGV)
@@ -29,24 +30,28 @@ batching, written = true, {}
 local h = count(2, 1)
 local out, i, k = {}, 3, 0
 while i <= #ARGV do
-  local nk, np = count(i, 1), count(i + 1, 0)
-  local K = {}
-  for j = 1, nk do K[j] = KEYS[k + j] end
-  k = k + nk
-  local params = i + 1 -- parameter j is ARGV[params + j]
-  local nd = count(params + np + 1, 1)
+  local np = count(i, 0)
+  local params = i -- parameter j is ARGV[params + j]
+  local nl = count(params + np + 1, 1)
   i = params + np + 2
-  for _ = 1, nd do
-    local n = count(i, h)
-    local a = {}
-    for j = 1, h do a[j] = ARGV[i + j] end
-    for j = 1, np do a[h + j] = ARGV[params + j] end
-    for j = h + 1, n do a[np + j] = ARGV[i + j] end
-    set_now(a[1])
-    local ok, r = pcall(decide, K, a)
-    if not ok then r = redis.error_reply(type(r) == 'table' and r.err or tostring(r)) end
-    out[#out + 1] = r
-    i = i + n + 1
+  for _ = 1, nl do
+    local nk, nd = count(i, 1), count(i + 1, 1)
+    local K = {}
+    for j = 1, nk do K[j] = KEYS[k + j] end
+    k = k + nk
+    i = i + 2
+    for _ = 1, nd do
+      local n = count(i, h)
+      local a = {}
+      for j = 1, h do a[j] = ARGV[i + j] end
+      for j = 1, np do a[h + j] = ARGV[params + j] end
+      for j = h + 1, n do a[np + j] = ARGV[i + j] end
+      set_now(a[1])
+      local ok, r = pcall(decide, K, a)
+      if not ok then r = redis.error_reply(type(r) == 'table' and r.err or tostring(r)) end
+      out[#out + 1] = r
+      i = i + n + 1
+    end
   end
 end
 for key, w in pairs(written) do write(key, unpack(w, 1, 5)) end

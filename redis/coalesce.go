@@ -285,9 +285,10 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
 
-// group makes the script calls of a batch: per script, per limiter (in the
-// order of their first decision) its keys, parameters and decisions, as
-// batch.lua reads them.
+// group makes the script calls of a batch, as batch.lua reads them: per
+// script, per shape (the limiters of one Factory share their parameters,
+// sent once), per limiter its keys and its decisions, each in the order of
+// its first decision.
 func group(batch []*pending) []*scriptCall {
 	byLimiter := map[*Limiter][]*pending{}
 	var limiters []*Limiter
@@ -297,24 +298,35 @@ func group(batch []*pending) []*scriptCall {
 		}
 		byLimiter[p.l] = append(byLimiter[p.l], p)
 	}
+	byShape := map[*shape][]*Limiter{}
+	var shapes []*shape
+	for _, l := range limiters {
+		if byShape[l.shape] == nil {
+			shapes = append(shapes, l.shape)
+		}
+		byShape[l.shape] = append(byShape[l.shape], l)
+	}
 	var calls []*scriptCall
 	byScript := map[*goredis.Script]*scriptCall{}
-	for _, l := range limiters {
-		c := byScript[l.script]
+	for _, s := range shapes {
+		c := byScript[s.script]
 		if c == nil {
-			c = &scriptCall{evalCall: evalCall{script: l.script, args: []interface{}{"batch", headLen}}}
-			byScript[l.script] = c
+			c = &scriptCall{evalCall: evalCall{script: s.script, args: []interface{}{"batch", headLen}}}
+			byScript[s.script] = c
 			calls = append(calls, c)
 		}
-		own := byLimiter[l]
-		np := len(l.args)
-		c.keys = append(c.keys, l.keys...)
-		c.args = append(append(c.args, len(l.keys), np), l.args...)
-		c.args = append(c.args, len(own))
-		for _, p := range own {
-			c.args = append(append(append(c.args, len(p.args)-np), p.args[:headLen]...), p.args[headLen+np:]...)
+		np := len(s.args)
+		c.args = append(append(c.args, np), s.args...)
+		c.args = append(c.args, len(byShape[s]))
+		for _, l := range byShape[s] {
+			own := byLimiter[l]
+			c.keys = append(c.keys, l.keys...)
+			c.args = append(c.args, len(l.keys), len(own))
+			for _, p := range own {
+				c.args = append(append(append(c.args, len(p.args)-np), p.args[:headLen]...), p.args[headLen+np:]...)
+			}
+			c.calls = append(c.calls, own...)
 		}
-		c.calls = append(c.calls, own...)
 	}
 	return calls
 }

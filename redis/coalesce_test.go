@@ -37,18 +37,26 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		t.Run(name, func(t *testing.T) {
 			clock := ratelimittest.NewClock()
-			// Limiters of every algorithm, three keys each, one of them
-			// with another limit; their twins decide one by one.
+			// Limiters of every algorithm, three keys each: two made by
+			// one Factory (their parameters go once per batch), one by
+			// another, with another limit; their twins decide one by one.
 			var one, batched []*Limiter
 			for _, a := range ratelimittest.Algorithms() {
+				var factories [2]*Factory
+				for i := range factories {
+					var err error
+					if factories[i], err = NewFactory(c, a.Config(5+i*4, ratelimit.Queue{}), WithClock(clock), WithoutRefusalCache()); err != nil {
+						t.Fatal(err)
+					}
+				}
 				for k := 0; k < 3; k++ {
-					cfg := a.Config(5+k%2*4, ratelimit.Queue{})
+					cfg := a.Config(5+k/2*4, ratelimit.Queue{})
 					key := fmt.Sprintf("%s-%d", a.Name, k)
 					o, err := New(c, "one-"+key, cfg, WithClock(clock), WithoutRefusalCache(), WithoutCoalescing())
 					if err != nil {
 						t.Fatal(err)
 					}
-					b, _ := New(c, "batched-"+key, cfg, WithClock(clock), WithoutRefusalCache())
+					b, _ := factories[k/2].New("batched-" + key)
 					one, batched = append(one, o), append(batched, b)
 				}
 			}
