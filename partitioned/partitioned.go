@@ -120,8 +120,11 @@ func New[R any](cfg Config[R]) (*Limiter[R], error) {
 	if cfg.Overflow != nil && isNil(cfg.Overflow) {
 		return nil, fmt.Errorf("%w: partitioned: Overflow is a nil %T", ratelimit.ErrInvalidConfig, cfg.Overflow)
 	}
-	if cfg.IdleTimeout < 0 || cfg.MaxPartitions < 0 || cfg.MaxPartitions > maxPartitions {
-		return nil, fmt.Errorf("%w: partitioned: IdleTimeout %v must not be negative, MaxPartitions %d must be in [0, %d]", ratelimit.ErrInvalidConfig, cfg.IdleTimeout, cfg.MaxPartitions, maxPartitions)
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("%w: partitioned: IdleTimeout must not be negative, got %v", ratelimit.ErrInvalidConfig, cfg.IdleTimeout)
+	}
+	if cfg.MaxPartitions < 0 || cfg.MaxPartitions > maxPartitions {
+		return nil, fmt.Errorf("%w: partitioned: MaxPartitions must be in [0, %d], got %d", ratelimit.ErrInvalidConfig, maxPartitions, cfg.MaxPartitions)
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = time.Minute

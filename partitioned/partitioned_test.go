@@ -465,15 +465,24 @@ func TestNoLimitAndFactoryErrors(t *testing.T) {
 		t.Fatalf("factory error: %v", err)
 	}
 	newLimiter := memoryOf(fixedwindow.Config{Limit: 1, Window: time.Hour}, clock)
-	for _, c := range []partitioned.Config[string]{
-		{},
-		{Key: identity},
-		{Key: identity, New: newLimiter, IdleTimeout: -1},
-		{Key: identity, New: newLimiter, MaxPartitions: -1},
-		{Key: identity, New: newLimiter, MaxPartitions: int(int64(math.MaxInt32) + 1)},
+	for _, c := range []struct {
+		cfg   partitioned.Config[string]
+		names string // the field the error names (and no other)
+	}{
+		{partitioned.Config[string]{}, "Key and New"},
+		{partitioned.Config[string]{Key: identity}, "Key and New"},
+		{partitioned.Config[string]{Key: identity, New: newLimiter, IdleTimeout: -1}, "IdleTimeout"},
+		{partitioned.Config[string]{Key: identity, New: newLimiter, MaxPartitions: -1}, "MaxPartitions"},
+		{partitioned.Config[string]{Key: identity, New: newLimiter, MaxPartitions: int(int64(math.MaxInt32) + 1)}, "MaxPartitions"},
 	} {
-		if l, err := partitioned.New(c); !errors.Is(err, ratelimit.ErrInvalidConfig) || l != nil {
-			t.Fatalf("New(IdleTimeout %v, MaxPartitions %d): %v, want ErrInvalidConfig", c.IdleTimeout, c.MaxPartitions, err)
+		l, err := partitioned.New(c.cfg)
+		if !errors.Is(err, ratelimit.ErrInvalidConfig) || l != nil {
+			t.Fatalf("New(IdleTimeout %v, MaxPartitions %d): %v, want ErrInvalidConfig", c.cfg.IdleTimeout, c.cfg.MaxPartitions, err)
+		}
+		for _, field := range []string{"IdleTimeout", "MaxPartitions"} {
+			if strings.Contains(err.Error(), field) != strings.Contains(c.names, field) {
+				t.Errorf("%v: names the fields %q, want %q", err, field, c.names)
+			}
 		}
 	}
 	l, err := partitioned.New(partitioned.Config[string]{Key: identity, New: newLimiter, MaxPartitions: math.MaxInt32})
