@@ -432,3 +432,20 @@ func TestRetriedAcquireCountsOnce(t *testing.T) {
 		t.Fatalf("after the same acquire twice: %+v %v, want 6 available", s, err)
 	}
 }
+
+// TestScriptProtocol: the ops and refusal codes the scripts read are the
+// ones redis.go names.
+func TestScriptProtocol(t *testing.T) {
+	scripts := tokenBucketLua + fixedWindowLua + logLua + slidingWindowLua + concurrencyLua
+	for _, op := range []string{opWait, opCancel, opRefund, opRelease, opRenew} {
+		if !strings.Contains(scripts, "op == '"+op+"'") {
+			t.Errorf("no script reads the op %q", op)
+		}
+	}
+	if !strings.Contains(prelude, "'"+opAcquire+"' acquire") {
+		t.Errorf("the prelude does not name the op %q", opAcquire)
+	}
+	if want := fmt.Sprintf("REFUSED_QUEUE_FULL, REFUSED_DEADLINE = %d, %d", refusedQueueFull, refusedDeadline); !strings.Contains(prelude, want) {
+		t.Errorf("the prelude lacks %q", want)
+	}
+}
