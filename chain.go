@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync/atomic"
+	"time"
 )
 
 // ChainLimiter is the Limiter returned by Chain. It is also a Refunder, so
@@ -65,6 +66,27 @@ func Chain(limiters ...Limiter) *ChainLimiter {
 		}
 	}
 	return &ChainLimiter{m: m, clock: SystemClock}
+}
+
+// IdleFor reports the chain idle when every member is an Idler and idle,
+// for as long as the member idle the shortest time.
+func (c *ChainLimiter) IdleFor() (time.Duration, bool) {
+	if c.m.invalid != nil {
+		return 0, false
+	}
+	least := time.Duration(math.MaxInt64)
+	for _, l := range c.m.ls {
+		il, ok := l.(Idler)
+		if !ok {
+			return 0, false
+		}
+		d, idle := il.IdleFor()
+		if !idle {
+			return 0, false
+		}
+		least = min(least, d)
+	}
+	return least, true
 }
 
 // WithClock returns a copy of the chain whose Wait sleeps on clock (the

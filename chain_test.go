@@ -421,3 +421,35 @@ func TestChainWaitStatus(t *testing.T) {
 		t.Fatalf("the member was asked %d times in about 50ms, want it to sleep until its RetryAfter", n)
 	}
 }
+
+// TestChainIdleFor: a chain is idle when every member is, for the shortest
+// of their idle times; a busy member, or one that cannot tell, makes it busy.
+func TestChainIdleFor(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	a, _ := memory.New(fixedwindow.Config{Limit: 2, Window: time.Second}, memory.WithClock(clock))
+	clock.Advance(time.Minute)
+	b, _ := memory.New(fixedwindow.Config{Limit: 2, Window: time.Second}, memory.WithClock(clock))
+	clock.Advance(time.Second)
+	defer a.Close()
+	defer b.Close()
+	chain := ratelimit.Chain(a, b)
+	if d, ok := chain.IdleFor(); !ok || d != time.Second {
+		t.Fatalf("fresh members idle for 61s and 1s: IdleFor = %v, %v; want 1s, true", d, ok)
+	}
+	if lease, err := chain.Acquire(context.Background(), 1); err != nil || !lease.Acquired() {
+		t.Fatal(lease, err)
+	}
+	if _, ok := chain.IdleFor(); ok {
+		t.Fatal("idle with a permit counted in both windows")
+	}
+	clock.Advance(2 * time.Second)
+	if _, ok := chain.IdleFor(); !ok {
+		t.Fatal("not idle once both windows are over")
+	}
+	if _, ok := ratelimit.Chain(a, struct{ ratelimit.Limiter }{b}).IdleFor(); ok {
+		t.Fatal("idle with a member that cannot report idleness")
+	}
+	if _, ok := ratelimit.Chain().IdleFor(); ok {
+		t.Fatal("an empty (invalid) chain reports idle")
+	}
+}

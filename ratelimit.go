@@ -32,6 +32,17 @@ type Limiter interface {
 	Wait(ctx context.Context, permits int) (Lease, error)
 }
 
+// Idler is implemented by limiters that can tell when dropping them and
+// making a new one of the same config would change no decision: IdleFor
+// reports ok when the limiter is in its initial state (full bucket, empty
+// window, nothing held, nobody waiting, no call in flight) and d, how long
+// it has been so, as far as the limiter knows (at least how long it has
+// been unused). Every limiter of this module implements it (memory, redis,
+// Chain, FromRate, partitioned.NoLimit); partitioned evicts only Idlers.
+type Idler interface {
+	IdleFor() (d time.Duration, ok bool)
+}
+
 // Config is satisfied by every algorithm's configuration, so a backend can be
 // built from any of them: memory.New(cfg) and redis.New(client, key, cfg).
 type Config interface {

@@ -23,11 +23,31 @@ import (
 // grants it when at least one token is there (with the time until one is,
 // when refused), and Wait waits until one is. A rate.Inf limit grants
 // everything. A nil l makes every call return ErrInvalidConfig.
-func FromRate(l *rate.Limiter) Limiter { return &xrate{l: l} }
+func FromRate(l *rate.Limiter) Limiter {
+	x := &xrate{l: l}
+	x.used.Store(time.Now().UnixNano())
+	return x
+}
 
 type xrate struct {
 	l      *rate.Limiter
 	leases atomic.Pointer[Leases] // of the burst last seen: SetBurst may change it
+	used   atomic.Int64           // UnixNano of the last call, for IdleFor
+}
+
+// IdleFor reports the wrapped limiter idle when its bucket is full (no
+// reservation is outstanding then), for as long as it has not been called
+// through this wrapper; calls made on the *rate.Limiter directly are not
+// seen. A rate.Inf limit is always idle.
+func (x *xrate) IdleFor() (time.Duration, bool) {
+	if x.l == nil {
+		return 0, false
+	}
+	now := time.Now()
+	if x.l.Limit() != rate.Inf && x.l.TokensAt(now) < float64(x.l.Burst()) {
+		return 0, false
+	}
+	return max(0, time.Duration(now.UnixNano()-x.used.Load())), true
 }
 
 // check reports what makes a call invalid, before anything is taken.
@@ -42,7 +62,11 @@ func (x *xrate) check(ctx context.Context, permits int) error {
 	if err := CheckPermits(permits, capacity); err != nil {
 		return err
 	}
-	return CheckContext(ctx)
+	if err := CheckContext(ctx); err != nil {
+		return err
+	}
+	x.used.Store(time.Now().UnixNano())
+	return nil
 }
 
 // decision describes the bucket at now with tokens left after a decision.

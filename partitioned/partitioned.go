@@ -21,10 +21,12 @@
 // the limiter is discarded unused, and on Close. Close returns their Close
 // errors; Config.OnCloseError receives the others.
 //
-// It relies on one capability of its partitions' limiters: IdleFor()
-// (time.Duration, bool), as memory limiters have it. A partition whose
-// limiter lacks it is never idle, so it is never evicted, by the sweeper or
-// to make room.
+// It relies on one capability of its partitions' limiters: they are
+// ratelimit.Idlers (every limiter of this module is), so that a partition
+// is evicted only when dropping its limiter changes no decision. A limiter
+// that is not an Idler could never be evicted, and would hold its place
+// (and, at MaxPartitions, refuse new keys) for ever: Config.New returning
+// one is refused.
 package partitioned
 
 import (
@@ -49,9 +51,14 @@ type Config[R any] struct {
 	Key func(R) string
 	// New creates the limiter of a partition; it sees the key, so it may
 	// choose a config per key (or return NoLimit for exempt ones). It runs
-	// outside every lock. Required. An error, or a nil limiter, creates no
-	// partition: the call gets an error wrapping ErrNoPartition (and the
-	// factory's error, or ratelimit.ErrInvalidConfig for a nil limiter).
+	// outside every lock. Required. The partition owns the limiter: it is
+	// closed (when it is an io.Closer) once the partition is evicted or the
+	// Limiter closed, so return a new limiter per call, or wrap one shared
+	// between keys with Shared. The limiter must be a ratelimit.Idler. An
+	// error, a nil limiter or one that is not an Idler (which is left
+	// open) creates no partition: the call gets an error wrapping
+	// ErrNoPartition (and the factory's error, or
+	// ratelimit.ErrInvalidConfig).
 	New func(key string) (ratelimit.Limiter, error)
 	// IdleTimeout is how long a partition must have been idle to be evicted
 	// by the sweeper. Zero means one minute.
@@ -105,11 +112,6 @@ type Limiter[R any] struct {
 	mu     sync.Mutex // guards timer and closed
 	timer  ratelimit.Timer
 	closed atomic.Bool
-}
-
-// idler is implemented by limiters that can tell they are in their initial state.
-type idler interface {
-	IdleFor() (time.Duration, bool)
 }
 
 // New validates cfg and starts the sweeper.
@@ -287,6 +289,9 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 	if isNil(lim) {
 		return nil, fmt.Errorf("%w %q: %w: Config.New returned a nil limiter (%T) and no error", ErrNoPartition, key, ratelimit.ErrInvalidConfig, lim)
 	}
+	if !isIdler(lim) { // refused, and left open: it may be shared
+		return nil, fmt.Errorf("%w %q: %w: Config.New returned a %T, which is not a ratelimit.Idler: its partition could never be evicted (wrap a shared limiter with Shared)", ErrNoPartition, key, ratelimit.ErrInvalidConfig, lim)
+	}
 	var closed []closeError // of partitions evicted to make room, reported once unlocked
 	s.mu.Lock()
 	if l.closed.Load() {
@@ -408,11 +413,7 @@ func (l *Limiter[R]) idle(s *shard, i int) (time.Duration, bool) {
 	if p.inflight.Load() != 0 {
 		return 0, false
 	}
-	il, ok := p.limiter.(idler)
-	if !ok {
-		return 0, false
-	}
-	return il.IdleFor()
+	return p.limiter.(ratelimit.Idler).IdleFor() // create admits Idlers only
 }
 
 // evict removes the partition in slot i, closes its limiter and frees its
@@ -562,3 +563,60 @@ func (n noLimit) Wait(ctx context.Context, permits int) (ratelimit.Lease, error)
 }
 
 func (noLimit) IdleFor() (time.Duration, bool) { return math.MaxInt64, true }
+
+// isIdler reports whether lim can report idleness: a ratelimit.Idler, and
+// for a Shared one, the limiter it shares too.
+func isIdler(lim ratelimit.Limiter) bool {
+	switch s := lim.(type) {
+	case shared:
+		return isIdler(s.l)
+	case sharedRefunder:
+		return isIdler(s.l)
+	}
+	_, ok := lim.(ratelimit.Idler)
+	return ok
+}
+
+// Shared wraps a limiter that several partitions share (one pool for every
+// VIP key, say) for Config.New to return: partitioned never closes it (its
+// owner does). Like any partition's limiter it must be a ratelimit.Idler,
+// and its partitions are idle when it is, so that a refund never finds its
+// partition gone while the grant still counts. Refund is passed on when l
+// is a ratelimit.Refunder. Shared(nil) is nil.
+func Shared(l ratelimit.Limiter) ratelimit.Limiter {
+	if l == nil {
+		return nil
+	}
+	if r, ok := l.(ratelimit.Refunder); ok {
+		return sharedRefunder{shared{l}, r}
+	}
+	return shared{l}
+}
+
+type shared struct{ l ratelimit.Limiter }
+
+func (s shared) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return s.l.Acquire(ctx, permits)
+}
+
+func (s shared) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return s.l.Wait(ctx, permits)
+}
+
+// IdleFor is the shared limiter's; never idle when it is not an Idler (New
+// refuses such a partition).
+func (s shared) IdleFor() (time.Duration, bool) {
+	if il, ok := s.l.(ratelimit.Idler); ok {
+		return il.IdleFor()
+	}
+	return 0, false
+}
+
+type sharedRefunder struct {
+	shared
+	r ratelimit.Refunder
+}
+
+func (s sharedRefunder) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
+	return s.r.Refund(ctx, lease, permits)
+}

@@ -15,7 +15,7 @@ import (
 type Limiter interface {
 	ratelimit.Limiter
 	Stats() ratelimit.Stats
-	IdleFor() (time.Duration, bool)
+	ratelimit.Idler
 	io.Closer
 }
 
