@@ -1,8 +1,10 @@
 // Package httplimit applies limitkit limiters to HTTP: Middleware protects a
 // server per client, Transport keeps a client under an upstream's limits.
 //
-// Both take a partitioned limiter (one limit per client IP, or per upstream
-// host) over any backend. Responses carry the IETF RateLimit header fields
+// Both take a Keyed limiter: a partitioned one (one limit per client IP, or
+// per upstream host) over any backend, one limit for every key (Global), or
+// any limiter per key (KeyedFunc: a per-key limit chained with a global
+// one, say). Responses carry the IETF RateLimit header fields
 // (draft-ietf-httpapi-ratelimit-headers): RateLimit-Policy ("name";q=;w=) and
 // RateLimit ("name";r=;t=), and optionally the legacy X-RateLimit-* trio.
 package httplimit
@@ -16,16 +18,77 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/partitioned"
 )
 
 // KeyFunc returns the partition key of a request.
 type KeyFunc func(*http.Request) string
+
+// Keyed is a limiter that decides per key, what Middleware and Transport
+// take: a *partitioned.Limiter[string] is one.
+type Keyed interface {
+	Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error)
+	Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error)
+}
+
+// KeyedFunc is a Keyed that asks f for the limiter of each key: for a
+// per-key limit chained with a global one, say,
+//
+//	httplimit.KeyedFunc(func(ip string) ratelimit.Limiter { return ratelimit.Chain(perIP.For(ip), global) })
+//
+// f returning nil is an error wrapping ratelimit.ErrInvalidConfig.
+type KeyedFunc func(key string) ratelimit.Limiter
+
+// Acquire is f(key).Acquire.
+func (f KeyedFunc) Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
+	l, err := f.of(key)
+	if err != nil {
+		return ratelimit.Lease{}, err
+	}
+	return l.Acquire(ctx, permits)
+}
+
+// Wait is f(key).Wait.
+func (f KeyedFunc) Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
+	l, err := f.of(key)
+	if err != nil {
+		return ratelimit.Lease{}, err
+	}
+	return l.Wait(ctx, permits)
+}
+
+func (f KeyedFunc) of(key string) (ratelimit.Limiter, error) {
+	if l := f(key); !isNil(l) {
+		return l, nil
+	}
+	return nil, fmt.Errorf("%w: httplimit: the KeyedFunc returned no limiter for %q", ratelimit.ErrInvalidConfig, key)
+}
+
+// Global is the Keyed of one limiter that every key shares.
+func Global(l ratelimit.Limiter) Keyed {
+	if isNil(l) {
+		return nil
+	}
+	return KeyedFunc(func(string) ratelimit.Limiter { return l })
+}
+
+// isNil reports whether v is nil or a nil pointer, func, map or chan held
+// in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Interface, reflect.Slice:
+		return rv.IsNil()
+	}
+	return false
+}
 
 // ClientIP returns the key of the client's IP address: the host of
 // RemoteAddr, unless it is one of the trusted proxies, in which case the
@@ -126,12 +189,13 @@ type Options struct {
 // it panics. A limiter that cannot decide (a closed limiter, a failing
 // backend) answers 503.
 //
-// A nil l, a StatusCode outside [400, 599] or a negative MaxWait is an
-// error wrapping ratelimit.ErrInvalidConfig. The middleware given a nil
+// A nil l (or a nil *partitioned.Limiter in it), a StatusCode outside
+// [400, 599] or a negative MaxWait is an error wrapping
+// ratelimit.ErrInvalidConfig. The middleware given a nil
 // handler logs it (with the log package) and answers every request with
 // 500 Internal Server Error.
-func Middleware(l *partitioned.Limiter[string], o Options) (func(http.Handler) http.Handler, error) {
-	if l == nil {
+func Middleware(l Keyed, o Options) (func(http.Handler) http.Handler, error) {
+	if isNil(l) {
 		return nil, fmt.Errorf("%w: httplimit: Middleware needs a limiter, got nil", ratelimit.ErrInvalidConfig)
 	}
 	if o.StatusCode != 0 && (o.StatusCode < 400 || o.StatusCode > 599) {

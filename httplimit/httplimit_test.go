@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -54,7 +55,7 @@ func perKeySeen(t testing.TB, cfg ratelimit.Config, clock ratelimit.Clock, seen 
 }
 
 // middleware is httplimit.Middleware(l, o)(next), failing the test on an error.
-func middleware(t testing.TB, l *partitioned.Limiter[string], o httplimit.Options, next http.Handler) http.Handler {
+func middleware(t testing.TB, l httplimit.Keyed, o httplimit.Options, next http.Handler) http.Handler {
 	t.Helper()
 	mw, err := httplimit.Middleware(l, o)
 	if err != nil {
@@ -375,12 +376,16 @@ func BenchmarkMiddleware(b *testing.B) {
 // panicking.
 func TestMiddlewareInvalid(t *testing.T) {
 	l := perKey(t, fixedwindow.Config{Limit: 1, Window: time.Hour}, ratelimittest.NewClock())
+	var nilPartitioned *partitioned.Limiter[string]
 	for _, c := range []struct {
 		name string
-		l    *partitioned.Limiter[string]
+		l    httplimit.Keyed
 		o    httplimit.Options
 	}{
 		{"nil limiter", nil, httplimit.Options{}},
+		{"nil *partitioned.Limiter", nilPartitioned, httplimit.Options{}},
+		{"nil KeyedFunc", httplimit.KeyedFunc(nil), httplimit.Options{}},
+		{"Global(nil)", httplimit.Global(nil), httplimit.Options{}},
 		{"StatusCode 99", l, httplimit.Options{StatusCode: 99}},
 		{"StatusCode 200", l, httplimit.Options{StatusCode: 200}},
 		{"StatusCode 1000", l, httplimit.Options{StatusCode: 1000}},
@@ -459,5 +464,48 @@ func TestTransportInvalid(t *testing.T) {
 	}
 	if calls.Load() != 4 {
 		t.Fatalf("Base called %d times, want 4", calls.Load())
+	}
+}
+
+// TestMiddlewareKeyedOfAnyKind: one global limit shared by every client
+// (Global), and a per-client limit chained with a global one (KeyedFunc),
+// both through Middleware; a KeyedFunc that returns no limiter answers 503.
+func TestMiddlewareKeyedOfAnyKind(t *testing.T) {
+	global, err := memory.New(fixedwindow.Config{Limit: 2, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer global.Close()
+	h := middleware(t, httplimit.Global(global), httplimit.Options{}, ok)
+	for i, want := range []int{200, 200, 429} {
+		if w := serve(h, fmt.Sprintf("192.0.2.%d:1", i+1), nil); w.Code != want {
+			t.Fatalf("request %d from its own IP under one global limit of 2: %d, want %d", i, w.Code, want)
+		}
+	}
+
+	perIP := perKey(t, fixedwindow.Config{Limit: 1, Window: time.Hour}, ratelimittest.NewClock())
+	total, err := memory.New(fixedwindow.Config{Limit: 2, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer total.Close()
+	chained := middleware(t, httplimit.KeyedFunc(func(ip string) ratelimit.Limiter {
+		return ratelimit.Chain(perIP.For(ip), total)
+	}), httplimit.Options{}, ok)
+	for i, c := range []struct {
+		remote string
+		want   int
+	}{{"192.0.2.1:1", 200}, {"192.0.2.1:2", 429}, {"192.0.2.2:1", 200}, {"192.0.2.3:1", 429}} {
+		if w := serve(chained, c.remote, nil); w.Code != c.want {
+			t.Fatalf("request %d (%s) under 1 per IP and 2 in all: %d, want %d", i, c.remote, w.Code, c.want)
+		}
+	}
+	if g, _ := perIP.Acquire(context.Background(), "192.0.2.3", 1); !g.Acquired() {
+		t.Fatal("the request refused by the global limit spent its IP's permit")
+	}
+
+	none := middleware(t, httplimit.KeyedFunc(func(string) ratelimit.Limiter { return nil }), httplimit.Options{}, ok)
+	if w := serve(none, "192.0.2.1:1", nil); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a KeyedFunc without a limiter: %d, want 503", w.Code)
 	}
 }

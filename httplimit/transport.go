@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/partitioned"
 )
 
 // ErrRateLimited is matched (errors.Is) by the errors Transport returns for
@@ -52,9 +51,9 @@ func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimit
 type Transport struct {
 	// Base sends the requests; http.DefaultTransport when nil.
 	Base http.RoundTripper
-	// Limiter holds one limit per partition. Required: RoundTrip fails
-	// without it.
-	Limiter *partitioned.Limiter[string]
+	// Limiter decides per key (a partitioned limiter: one limit per
+	// upstream host, say; see Keyed). Required: RoundTrip fails without it.
+	Limiter Keyed
 	// Key maps a request to its partition; the request's host by default.
 	Key KeyFunc
 	// FailFast refuses at once instead of waiting (within the request's context).
@@ -84,7 +83,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("httplimit: nil Request or Request.URL")
 	}
-	if t == nil || t.Limiter == nil {
+	if t == nil || isNil(t.Limiter) {
 		closeBody(req)
 		return nil, fmt.Errorf("%w: httplimit: Transport.Limiter is nil", ratelimit.ErrInvalidConfig)
 	}
