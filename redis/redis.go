@@ -3,8 +3,11 @@
 // as memory.New and makes the same decisions: a service that scales out
 // swaps one constructor call.
 //
-// Each decision is one Lua script (EVALSHA, with EVAL when the script is not
-// cached): read, decide and write in one atomic round trip. Time comes from
+// Each decision is made by a Lua script (EVALSHA, with EVAL when the script
+// is not cached): read, decide and write atomically, in one round trip; the
+// concurrent decisions of every limiter on one client share script calls
+// and round trips (see WithoutCoalescing). For many keys of one config (a
+// limit per user), make the limiters with a Factory. Time comes from
 // Redis's TIME inside the script, never from the clients' clocks, so replicas
 // whose clocks disagree still agree on every decision. Every key expires when
 // its state is initial again (full bucket, empty window), so memory is
