@@ -69,7 +69,8 @@ func Chain(limiters ...Limiter) *ChainLimiter {
 }
 
 // IdleFor reports the chain idle when every member is an Idler and idle,
-// for as long as the member idle the shortest time.
+// for as long as the member idle the shortest time. A member that is not an
+// Idler keeps the chain busy for ever (partitioned could never evict it).
 func (c *ChainLimiter) IdleFor() (time.Duration, bool) {
 	if c.m.invalid != nil {
 		return 0, false

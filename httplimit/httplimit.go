@@ -18,12 +18,12 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/check"
 )
 
 // KeyFunc returns the partition key of a request.
@@ -41,7 +41,9 @@ type Keyed interface {
 //
 //	httplimit.KeyedFunc(func(ip string) ratelimit.Limiter { return ratelimit.Chain(perIP.For(ip), global) })
 //
-// f returning nil is an error wrapping ratelimit.ErrInvalidConfig.
+// f runs on every request, so keep it cheap (the chain above is one small
+// allocation). f returning nil is an error wrapping
+// ratelimit.ErrInvalidConfig.
 type KeyedFunc func(key string) ratelimit.Limiter
 
 // Acquire is f(key).Acquire.
@@ -63,31 +65,19 @@ func (f KeyedFunc) Wait(ctx context.Context, key string, permits int) (ratelimit
 }
 
 func (f KeyedFunc) of(key string) (ratelimit.Limiter, error) {
-	if l := f(key); !isNil(l) {
+	if l := f(key); !check.IsNil(l) {
 		return l, nil
 	}
 	return nil, fmt.Errorf("%w: httplimit: the KeyedFunc returned no limiter for %q", ratelimit.ErrInvalidConfig, key)
 }
 
-// Global is the Keyed of one limiter that every key shares.
+// Global is the Keyed of one limiter that every key shares. Global of a nil
+// limiter is nil, which Middleware and Transport refuse.
 func Global(l ratelimit.Limiter) Keyed {
-	if isNil(l) {
+	if check.IsNil(l) {
 		return nil
 	}
 	return KeyedFunc(func(string) ratelimit.Limiter { return l })
-}
-
-// isNil reports whether v is nil or a nil pointer, func, map or chan held
-// in an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Interface, reflect.Slice:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // ClientIP returns the key of the client's IP address: the host of
@@ -195,7 +185,7 @@ type Options struct {
 // handler logs it (with the log package) and answers every request with
 // 500 Internal Server Error.
 func Middleware(l Keyed, o Options) (func(http.Handler) http.Handler, error) {
-	if isNil(l) {
+	if check.IsNil(l) {
 		return nil, fmt.Errorf("%w: httplimit: Middleware needs a limiter, got nil", ratelimit.ErrInvalidConfig)
 	}
 	if o.StatusCode != 0 && (o.StatusCode < 400 || o.StatusCode > 599) {

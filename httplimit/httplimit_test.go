@@ -30,6 +30,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// A partitioned limiter is a Keyed, as the package doc says.
+var _ httplimit.Keyed = (*partitioned.Limiter[string])(nil)
+
 func perKey(t testing.TB, cfg ratelimit.Config, clock ratelimit.Clock) *partitioned.Limiter[string] {
 	return perKeySeen(t, cfg, clock, &sync.Map{})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/check"
 )
 
 // ErrRateLimited is matched (errors.Is) by the errors Transport returns for
@@ -83,7 +84,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("httplimit: nil Request or Request.URL")
 	}
-	if t == nil || isNil(t.Limiter) {
+	if t == nil || check.IsNil(t.Limiter) {
 		closeBody(req)
 		return nil, fmt.Errorf("%w: httplimit: Transport.Limiter is nil", ratelimit.ErrInvalidConfig)
 	}

@@ -76,7 +76,7 @@ func (p plain) Close() error { p.closed.Add(1); return nil }
 
 // TestLimiterThatCannotBeEvictedIsRefused: a limiter that is not a
 // ratelimit.Idler could never be evicted, so Config.New returning one
-// creates no partition, and the limiter is left open (it may be shared).
+// creates no partition, and the limiter, made for it, is closed.
 func TestLimiterThatCannotBeEvictedIsRefused(t *testing.T) {
 	var closed atomic.Int64
 	m, err := memory.New(fixedwindow.Config{Limit: 5, Window: time.Hour})
@@ -91,8 +91,8 @@ func TestLimiterThatCannotBeEvictedIsRefused(t *testing.T) {
 	if !errors.Is(err, partitioned.ErrNoPartition) || !errors.Is(err, ratelimit.ErrInvalidConfig) {
 		t.Fatalf("a limiter that is not an Idler: %v, want ErrNoPartition and ErrInvalidConfig", err)
 	}
-	if closed.Load() != 0 || l.Stats().Live != 0 {
-		t.Fatalf("closed %d times, %d partitions live; want the limiter left open and no partition", closed.Load(), l.Stats().Live)
+	if closed.Load() != 1 || l.Stats().Live != 0 {
+		t.Fatalf("closed %d times, %d partitions live; want the limiter closed once and no partition", closed.Load(), l.Stats().Live)
 	}
 	if s := m.Stats(); s.Granted != 0 {
 		t.Fatalf("the refused partition's limiter granted %d", s.Granted)
@@ -142,8 +142,9 @@ func TestSharedLimiterIsNeverClosed(t *testing.T) {
 	if lease, err := pool.Acquire(context.Background(), 1); err != nil || !lease.Acquired() {
 		t.Fatalf("the shared limiter after an eviction and Close: %v %v, want it open", lease, err)
 	}
-	if partitioned.Shared(nil) != nil {
-		t.Fatal("Shared(nil) is not nil")
+	var none *ratelimit.ChainLimiter
+	if partitioned.Shared(nil) != nil || partitioned.Shared(none) != nil {
+		t.Fatal("Shared of a nil limiter is not nil")
 	}
 	var closed atomic.Int64
 	refusing := newPartitioned(t, partitioned.Config[string]{Key: identity, New: func(string) (ratelimit.Limiter, error) {
@@ -151,5 +152,31 @@ func TestSharedLimiterIsNeverClosed(t *testing.T) {
 	}})
 	if _, err := refusing.Acquire(bg, "k", 1); !errors.Is(err, partitioned.ErrNoPartition) {
 		t.Fatalf("Shared of a limiter that is not an Idler: %v, want ErrNoPartition", err)
+	}
+}
+
+// TestChainOfForIsEvicted: a partition whose limiter chains another
+// partitioned limiter's For with a global limit is evicted once both are
+// idle (For reports its partition's idleness).
+func TestChainOfForIsEvicted(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	perIP := newPartitioned(t, partitioned.Config[string]{Key: identity, Clock: clock,
+		New: memoryOf(fixedwindow.Config{Limit: 1, Window: time.Second}, clock)})
+	global, err := memory.New(fixedwindow.Config{Limit: 10, Window: time.Second}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer global.Close()
+	l := newPartitioned(t, partitioned.Config[string]{Key: identity, MaxPartitions: 1, IdleTimeout: time.Hour, Clock: clock,
+		New: func(ip string) (ratelimit.Limiter, error) { return ratelimit.Chain(perIP.For(ip), global), nil }})
+	if lease, err := l.Acquire(bg, "192.0.2.1", 1); err != nil || !lease.Acquired() {
+		t.Fatal(lease, err)
+	}
+	if lease, err := l.Acquire(bg, "192.0.2.2", 1); err != nil || lease.Reason() != ratelimit.ReasonNoPartition {
+		t.Fatalf("a second key with the first one's windows running: %v %v, want ReasonNoPartition", lease, err)
+	}
+	clock.Advance(2 * time.Second)
+	if lease, err := l.Acquire(bg, "192.0.2.2", 1); err != nil || !lease.Acquired() {
+		t.Fatalf("a second key once the first one's windows are over: %v %v, want its partition", lease, err)
 	}
 }

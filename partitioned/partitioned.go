@@ -37,12 +37,12 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/check"
 )
 
 // Config configures a partitioned limiter over resources of type R.
@@ -55,10 +55,9 @@ type Config[R any] struct {
 	// closed (when it is an io.Closer) once the partition is evicted or the
 	// Limiter closed, so return a new limiter per call, or wrap one shared
 	// between keys with Shared. The limiter must be a ratelimit.Idler. An
-	// error, a nil limiter or one that is not an Idler (which is left
-	// open) creates no partition: the call gets an error wrapping
-	// ErrNoPartition (and the factory's error, or
-	// ratelimit.ErrInvalidConfig).
+	// error, a nil limiter or one that is not an Idler (which is closed)
+	// creates no partition: the call gets an error wrapping ErrNoPartition
+	// (and the factory's error, or ratelimit.ErrInvalidConfig).
 	New func(key string) (ratelimit.Limiter, error)
 	// IdleTimeout is how long a partition must have been idle to be evicted
 	// by the sweeper. Zero means one minute.
@@ -119,7 +118,7 @@ func New[R any](cfg Config[R]) (*Limiter[R], error) {
 	if cfg.Key == nil || cfg.New == nil {
 		return nil, fmt.Errorf("%w: partitioned: Key and New are required", ratelimit.ErrInvalidConfig)
 	}
-	if cfg.Overflow != nil && isNil(cfg.Overflow) {
+	if cfg.Overflow != nil && check.IsNil(cfg.Overflow) {
 		return nil, fmt.Errorf("%w: partitioned: Overflow is a nil %T", ratelimit.ErrInvalidConfig, cfg.Overflow)
 	}
 	if cfg.IdleTimeout < 0 {
@@ -156,18 +155,6 @@ const maxPartitions = math.MaxInt32
 func (l *Limiter[R]) hash(key string) (*shard, uint32) {
 	h := maphash.String(l.seed, key)
 	return &l.shards[h>>58], uint32(h) // shards = 64: the top 6 bits
-}
-
-// isNil reports whether lim holds a nil pointer, func, map, slice or
-// channel, whose methods would panic.
-func isNil(lim ratelimit.Limiter) bool {
-	switch v := reflect.ValueOf(lim); v.Kind() {
-	case reflect.Invalid:
-		return true
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface:
-		return v.IsNil()
-	}
-	return false
 }
 
 // check reports what makes a call invalid before any partition is looked
@@ -286,11 +273,12 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrNoPartition, key, err)
 	}
-	if isNil(lim) {
+	if check.IsNil(lim) {
 		return nil, fmt.Errorf("%w %q: %w: Config.New returned a nil limiter (%T) and no error", ErrNoPartition, key, ratelimit.ErrInvalidConfig, lim)
 	}
-	if !isIdler(lim) { // refused, and left open: it may be shared
-		return nil, fmt.Errorf("%w %q: %w: Config.New returned a %T, which is not a ratelimit.Idler: its partition could never be evicted (wrap a shared limiter with Shared)", ErrNoPartition, key, ratelimit.ErrInvalidConfig, lim)
+	if !isIdler(lim) {
+		l.discard(key, lim, nil) // it was made for this partition: closed, as any discarded
+		return nil, fmt.Errorf("%w %q: %w: Config.New returned a %T, which is not a ratelimit.Idler: its partition could never be evicted", ErrNoPartition, key, ratelimit.ErrInvalidConfig, lim)
 	}
 	var closed []closeError // of partitions evicted to make room, reported once unlocked
 	s.mu.Lock()
@@ -527,6 +515,25 @@ type bound[R any] struct {
 	r R
 }
 
+// IdleFor is the idleness of the resource's partition, so that a chain of
+// it (with a global limit, say) can be a partition's limiter too: idle with
+// no call in flight and its limiter idle; a missing partition holds nothing
+// (as NoLimit, idle for ever).
+func (b bound[R]) IdleFor() (time.Duration, bool) {
+	key := b.l.cfg.Key(b.r)
+	s, h := b.l.hash(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, p := s.find(&b.l.store, key, h)
+	if p == nil {
+		return math.MaxInt64, true
+	}
+	if p.inflight.Load() != 0 {
+		return 0, false
+	}
+	return p.limiter.(ratelimit.Idler).IdleFor() // create admits Idlers only
+}
+
 func (b bound[R]) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	return b.l.Acquire(ctx, b.r, permits)
 }
@@ -581,10 +588,13 @@ func isIdler(lim ratelimit.Limiter) bool {
 // VIP key, say) for Config.New to return: partitioned never closes it (its
 // owner does). Like any partition's limiter it must be a ratelimit.Idler,
 // and its partitions are idle when it is, so that a refund never finds its
-// partition gone while the grant still counts. Refund is passed on when l
-// is a ratelimit.Refunder. Shared(nil) is nil.
+// partition gone while the grant still counts: while the shared limiter is
+// busy, none of its partitions can be evicted, so share one between a
+// bounded set of keys (for one limit over every key, chain a global
+// limiter after the partitioned one instead). Refund is passed on when l
+// is a ratelimit.Refunder. Shared of a nil limiter is nil.
 func Shared(l ratelimit.Limiter) ratelimit.Limiter {
-	if l == nil {
+	if check.IsNil(l) {
 		return nil
 	}
 	if r, ok := l.(ratelimit.Refunder); ok {

@@ -12,36 +12,38 @@
 -- its decisions' replies, in order; they are made one after another, at
 -- one instant, as the same calls would be made one by one. A decision that
 -- fails (a key of another type, say) replies its error and leaves the
--- others be. Every count is checked, and every step moves past at least
--- one argument, so the loops end within #ARGV steps.
+-- others be. Every count is checked against the arguments and keys left
+-- (a malformed batch is an error before anything is decided past it), and
+-- every step moves past at least one argument, so the loops end within
+-- #ARGV steps.
 if ARGV[1] ~= 'batch' then
   set_now(ARGV[1])
   return decide(KEYS, ARGV)
 end
 
--- The count at ARGV[i], an integer of at least least.
-local function count(i, least)
+-- The count at ARGV[i], an integer in [least, most].
+local function count(i, least, most)
   local n = tonumber(ARGV[i])
-  if not n or n < least or n ~= floor(n) then error('limitkit: malformed batch at argument ' .. i) end
+  if not n or n < least or n > most or n ~= floor(n) then error('limitkit: malformed batch at argument ' .. i) end
   return n
 end
 
 batching, written = true, {}
-local h = count(2, 1)
+local h = count(2, 1, #ARGV)
 local out, i, k = {}, 3, 0
 while i <= #ARGV do
-  local np = count(i, 0)
+  local np = count(i, 0, #ARGV - i)
   local params = i -- parameter j is ARGV[params + j]
-  local nl = count(params + np + 1, 1)
+  local nl = count(params + np + 1, 1, #ARGV)
   i = params + np + 2
   for _ = 1, nl do
-    local nk, nd = count(i, 1), count(i + 1, 1)
+    local nk, nd = count(i, 1, #KEYS - k), count(i + 1, 1, #ARGV)
     local K = {}
     for j = 1, nk do K[j] = KEYS[k + j] end
     k = k + nk
     i = i + 2
     for _ = 1, nd do
-      local n = count(i, h)
+      local n = count(i, h, #ARGV - i)
       local a = {}
       for j = 1, h do a[j] = ARGV[i + j] end
       for j = 1, np do a[h + j] = ARGV[params + j] end

@@ -60,6 +60,9 @@ func TestKeysAreValidatedBeforeAnyCall(t *testing.T) {
 			t.Errorf("key %.20q (%d bytes): %v, want ErrInvalidKey", key, len(key), err)
 		}
 	}
+	if _, err := redis.New(c, "k", cfg, redis.WithPrefix("app{1}:")); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("a prefix with a hash tag: %v, want ErrInvalidConfig", err)
+	}
 	for _, key := range []string{"k", strings.Repeat("k", redis.MaxKeyLen), "x}", "{x}"} {
 		if _, err := redis.New(c, key, cfg); err != nil {
 			t.Errorf("key %.20q (%d bytes): %v", key, len(key), err)

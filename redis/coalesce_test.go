@@ -449,3 +449,69 @@ func TestScriptProtocol(t *testing.T) {
 		t.Errorf("the prelude lacks %q", want)
 	}
 }
+
+// TestMalformedBatchIsRefused: a batch whose counts do not match its
+// arguments and keys is an error reply, whatever the counts say (a huge
+// one included), and the server answers the next call.
+func TestMalformedBatchIsRefused(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: redistest.Start(t).Addr})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	keys := []string{"malformed{k}:fw"}
+	// A fixed window's batch: 'batch', h, np, limit, window (us), nl, then
+	// per limiter nk, nd, and per decision n and its arguments.
+	group := []interface{}{"batch", headLen, 2, 5, 1000000, 1}
+	for name, args := range map[string][]interface{}{
+		"head length 0":        {"batch", 0},
+		"huge argument count":  append(group, 1, 1, 1e15, "", 1, opAcquire),
+		"more keys than given": append(group, 2, 1, 3, "", 1, opAcquire),
+		"truncated":            append(group, 1, 1, 4),
+		"negative count":       append(group, -1),
+	} {
+		err := fixedWindowScript.Run(ctx, c, keys, args...).Err()
+		if err == nil || !strings.Contains(err.Error(), "malformed batch") {
+			t.Errorf("%s: %v, want a malformed batch error", name, err)
+		}
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the server after the malformed batches: %v", err)
+	}
+}
+
+// TestBatchWithoutTimeoutIsNotCut: a batch mixing a limiter without a
+// timeout (WithTimeout(0)) and one with a short one, sent while the server
+// sleeps: the sender moves on after the short timeout, and the decision of
+// the limiter without one is made once the server answers, not failed at
+// the other's deadline (with a client that honours deadlines too).
+func TestBatchWithoutTimeoutIsNotCut(t *testing.T) {
+	addr := debugServer(t)
+	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	unbounded, _ := New(c, "unbounded", fixedwindow.Config{Limit: 10, Window: time.Hour}, WithTimeout(0))
+	short, _ := New(c, "short", fixedwindow.Config{Limit: 10, Window: time.Hour}, WithTimeout(callTimeout))
+	for _, l := range []*Limiter{unbounded, short} {
+		if _, err := l.Acquire(ctx, 0); err != nil { // loads the script
+			t.Fatal(err)
+		}
+	}
+	decide := func(l *Limiter) *pending {
+		return &pending{l: l, args: l.argv(time.Now(), opAcquire, 1, nil), done: make(chan struct{})}
+	}
+	batch := []*pending{decide(unbounded), decide(short)}
+	woken := pause(t, addr)
+	start := time.Now()
+	unbounded.pipe.exec(batch)
+	if took := time.Since(start); took > answerWithin {
+		t.Errorf("the sender was held %v, want about the longest timeout (%v)", took, callTimeout)
+	}
+	<-woken
+	select {
+	case <-batch[0].done:
+		if r, err := parseReply(batch[0].v); batch[0].err != nil || err != nil || !r.granted {
+			t.Fatalf("the decision without a timeout: %+v %v %v, want a grant once the server answered", r, batch[0].err, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the decision without a timeout got no answer after the server woke")
+	}
+}

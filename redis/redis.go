@@ -33,6 +33,7 @@ import (
 	"math/rand"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,7 +123,9 @@ type options struct {
 	leaseTTL   time.Duration
 }
 
-// WithPrefix sets the key prefix; the default is "ratelimit:".
+// WithPrefix sets the key prefix; the default is "ratelimit:". It must not
+// hold "{" or "}": a limiter's keys share the hash tag of its key, so that
+// they share a Cluster slot.
 func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
 
 // WithFailurePolicy sets what to answer when Redis fails; FailError by default.
@@ -354,6 +357,9 @@ func NewFactory(client goredis.UniversalClient, cfg ratelimit.Config, opts ...Op
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if strings.ContainsAny(o.prefix, "{}") {
+		return nil, fmt.Errorf("%w: redis: prefix %q holds a brace, which would change the keys' hash tag", ratelimit.ErrInvalidConfig, o.prefix)
 	}
 	if o.leaseTTL < time.Millisecond {
 		return nil, fmt.Errorf("%w: redis: lease TTL must be at least 1ms, got %v", ratelimit.ErrInvalidConfig, o.leaseTTL)

@@ -114,7 +114,7 @@ func Config(pkg string, cfg ratelimit.Config) error {
 	if cfg == nil {
 		return fmt.Errorf("%w: %s: nil config", ratelimit.ErrInvalidConfig, pkg)
 	}
-	if v := reflect.ValueOf(cfg); v.Kind() == reflect.Pointer && v.IsNil() {
+	if IsNil(cfg) {
 		return fmt.Errorf("%w: %s: nil %T", ratelimit.ErrInvalidConfig, pkg, cfg)
 	}
 	return nil
@@ -167,4 +167,17 @@ func Ceil(x float64) int64 {
 		r++
 	}
 	return r
+}
+
+// IsNil reports whether v is nil, or a nil pointer, func, map, slice, chan
+// or interface held in an interface (a typed nil, which a plain == nil
+// misses).
+func IsNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
