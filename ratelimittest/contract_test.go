@@ -1,0 +1,246 @@
+package ratelimittest_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/ratelimittest"
+)
+
+// fault is a broken promise of a limiter, for checking that TestLimiter
+// reports it.
+type fault int
+
+const (
+	sound              fault = iota
+	errorTakes               // a call with a done ctx takes its permits before failing
+	zeroTakes                // Acquire(ctx, 0) takes a permit
+	refusalTakes             // a refusal takes a permit (held until the limiter is drained)
+	releaseTwice             // every Release of a lease gives its permits back
+	cancelKeeps              // a cancelled Wait keeps the permits it asked for
+	overGrants               // Acquire checks and takes in two steps: goroutines overtake each other
+	shortRetryAfter          // a window's refusal reports half the wait
+	releaseFreesWindow       // Release of a window's lease gives its permits back
+)
+
+// faulty is a semaphore, like the Example's, that breaks the promise f.
+type faulty struct {
+	mu       sync.Mutex
+	f        fault
+	capacity int64
+	held     int64
+	next     uint64
+	leases   map[uint64]int64
+}
+
+func (s *faulty) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	if err := ratelimit.CheckPermits(permits, s.capacity); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	if s.f == errorTakes && ctx != nil && ctx.Err() != nil {
+		s.mu.Lock()
+		s.held += int64(permits)
+		s.mu.Unlock()
+	}
+	if err := ratelimit.CheckContext(ctx); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	p := int64(permits)
+	if s.f == zeroTakes && p == 0 {
+		p = 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == overGrants {
+		free := s.held+max(p, 1) <= s.capacity
+		s.mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+		s.mu.Lock()
+		if free {
+			return s.grant(p), nil
+		}
+	} else if s.held+max(p, 1) <= s.capacity {
+		return s.grant(p), nil
+	}
+	if s.f == refusalTakes {
+		s.held++
+	}
+	d := ratelimit.Decision{Remaining: max(s.capacity-s.held, 0), RetryAfter: -1}
+	return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonLimit, nil, 0), nil
+}
+
+// grant takes p permits; s.mu is held.
+func (s *faulty) grant(p int64) ratelimit.Lease {
+	s.held += p
+	s.next++
+	s.leases[s.next] = p
+	d := ratelimit.Decision{Remaining: max(s.capacity-s.held, 0), Granted: true}
+	return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonNone, s, s.next)
+}
+
+func (s *faulty) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	for {
+		lease, err := s.Acquire(ctx, permits)
+		if err == nil && !lease.Acquired() {
+			select {
+			case <-ctx.Done():
+				err = ctx.Err()
+			case <-time.After(time.Millisecond):
+				continue
+			}
+		}
+		if s.f == cancelKeeps && ctx != nil && ctx.Err() != nil {
+			s.mu.Lock()
+			s.held += int64(permits)
+			s.mu.Unlock()
+		}
+		return lease, err
+	}
+}
+
+func (s *faulty) Release(token uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held -= s.leases[token]
+	if s.f != releaseTwice {
+		delete(s.leases, token)
+	}
+}
+
+// window is a fixed window limiter written outside limitkit: capacity
+// permits per window of 100ms, windows counted from its creation; f may
+// break one of its promises.
+type window struct {
+	mu       sync.Mutex
+	f        fault
+	start    time.Time
+	capacity int64
+	n        time.Duration // the current window's index
+	used     int64
+}
+
+const windowSize = 100 * time.Millisecond
+
+func (w *window) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	if err := ratelimit.CheckPermits(permits, w.capacity); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	if err := ratelimit.CheckContext(ctx); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	since := time.Since(w.start)
+	if n := since / windowSize; n != w.n {
+		w.n, w.used = n, 0
+	}
+	end := (w.n+1)*windowSize - since
+	p := int64(permits)
+	if w.used+max(p, 1) > w.capacity {
+		if w.f == shortRetryAfter {
+			end /= 2
+		}
+		d := ratelimit.Decision{Remaining: w.capacity - w.used, RetryAfter: end, ResetAfter: end}
+		return ratelimit.NewLease(d, w.capacity, ratelimit.ReasonLimit, nil, 0), nil
+	}
+	w.used += p
+	d := ratelimit.Decision{Remaining: w.capacity - w.used, ResetAfter: end, Granted: true}
+	var rel ratelimit.Releaser
+	if w.f == releaseFreesWindow {
+		rel = windowRelease{w, p}
+	}
+	return ratelimit.NewLease(d, w.capacity, ratelimit.ReasonNone, rel, 0), nil
+}
+
+type windowRelease struct {
+	w *window
+	p int64
+}
+
+func (r windowRelease) Release(uint64) {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	r.w.used = max(r.w.used-r.p, 0)
+}
+
+func (w *window) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	for {
+		lease, err := w.Acquire(ctx, permits)
+		if err != nil || lease.Acquired() {
+			return lease, err
+		}
+		d, _ := lease.RetryAfter()
+		select {
+		case <-ctx.Done():
+			return ratelimit.Lease{}, ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+func newFaulty(f fault) func(int64) ratelimit.Limiter {
+	return func(c int64) ratelimit.Limiter {
+		return &faulty{f: f, capacity: c, leases: map[uint64]int64{}}
+	}
+}
+
+func newWindow(f fault) func(int64) ratelimit.Limiter {
+	return func(c int64) ratelimit.Limiter {
+		return &window{f: f, start: time.Now(), capacity: c}
+	}
+}
+
+// TestLimiterOutsiders runs the kit against limiters written here, outside
+// limitkit: a semaphore and a fixed window.
+func TestLimiterOutsiders(t *testing.T) {
+	t.Parallel()
+	for name, f := range map[string]func(int64) ratelimit.Limiter{
+		"semaphore": newSemaphore, "faulty-sound": newFaulty(sound), "window": newWindow(sound),
+	} {
+		f := f
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if err := ratelimittest.TestLimiter(f); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestLimiterCatches runs the kit against limiters that break one promise
+// each: it must report the check of that promise (and may report others
+// that the same fault breaks).
+func TestLimiterCatches(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		new   func(int64) ratelimit.Limiter
+		check string
+	}{
+		{"errorTakes", newFaulty(errorTakes), "ErrorsChangeNothing"},
+		{"zeroTakes", newFaulty(zeroTakes), "ZeroPermitsTakeNothing"},
+		{"refusalTakes", newFaulty(refusalTakes), "RefusalsTakeNothing"},
+		{"releaseTwice", newFaulty(releaseTwice), "ReleaseIsIdempotent"},
+		{"cancelKeeps", newFaulty(cancelKeeps), "CancelledWaitHoldsNothing"},
+		{"overGrants", newFaulty(overGrants), "HeldWithinCapacity"},
+		{"shortRetryAfter", newWindow(shortRetryAfter), "RetryAfterSuffices"},
+		{"releaseFreesWindow", newWindow(releaseFreesWindow), "ReleaseIsIdempotent"},
+	} {
+		c := c
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			err := ratelimittest.TestLimiter(c.new)
+			if err == nil {
+				t.Fatalf("TestLimiter passed a limiter that breaks %s", c.check)
+			}
+			t.Logf("TestLimiter: %v", err)
+			if !strings.Contains(err.Error(), c.check+":") {
+				t.Errorf("TestLimiter did not report %s", c.check)
+			}
+		})
+	}
+}

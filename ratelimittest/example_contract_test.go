@@ -1,0 +1,83 @@
+package ratelimittest_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/ratelimittest"
+)
+
+// semaphore is a limiter written outside limitkit: at most capacity
+// permits held at once, each lease giving its permits back on its first
+// Release.
+type semaphore struct {
+	mu       sync.Mutex
+	capacity int64
+	held     int64
+	next     uint64
+	leases   map[uint64]int64 // permits of each lease not yet released
+}
+
+func newSemaphore(capacity int64) ratelimit.Limiter {
+	return &semaphore{capacity: capacity, leases: map[uint64]int64{}}
+}
+
+func (s *semaphore) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	if err := ratelimit.CheckPermits(permits, s.capacity); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	if err := ratelimit.CheckContext(ctx); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := int64(permits)
+	// A status check (permits == 0) is granted when a permit is free.
+	if s.held+max(p, 1) > s.capacity {
+		// RetryAfter unknown: the permits come back on Release.
+		d := ratelimit.Decision{Remaining: s.capacity - s.held, RetryAfter: -1}
+		return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonLimit, nil, 0), nil
+	}
+	s.held += p
+	s.next++
+	s.leases[s.next] = p
+	d := ratelimit.Decision{Remaining: s.capacity - s.held, Granted: true}
+	return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonNone, s, s.next), nil
+}
+
+// Wait polls Acquire every millisecond until it is granted or ctx is done.
+func (s *semaphore) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	for {
+		lease, err := s.Acquire(ctx, permits)
+		if err != nil || lease.Acquired() {
+			return lease, err
+		}
+		select {
+		case <-ctx.Done():
+			return ratelimit.Lease{}, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// Release gives back the permits of the lease of token, once.
+func (s *semaphore) Release(token uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held -= s.leases[token]
+	delete(s.leases, token)
+}
+
+// The kit runs against any limiter, here one written in a test file: in a
+// test, fail with the error that TestLimiter returns.
+func ExampleTestLimiter() {
+	if err := ratelimittest.TestLimiter(newSemaphore); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("the semaphore keeps the contract")
+	// Output: the semaphore keeps the contract
+}
