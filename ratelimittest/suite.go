@@ -1,7 +1,9 @@
-// Package ratelimittest is limitkit's conformance suite: the same scenarios,
-// run against any ratelimit.Limiter built by a Factory on a fake Clock. The
-// memory and redis backends both pass it, which is what makes their decisions
-// interchangeable; a user's own Limiter can run it too.
+// Package ratelimittest is limitkit's conformance suite. TestLimiter checks
+// the contract of ratelimit.Limiter on any limiter, a user's own included,
+// on the real clock. Run, RunQueue, RunExtremes and RunRealClock run the
+// same scenarios against limiters of limitkit's algorithms built by a
+// Factory on a fake Clock: the memory and redis backends both pass them,
+// which is what makes their decisions interchangeable.
 //
 // Run covers Acquire: exact grant/refuse sequences per algorithm, exact
 // RetryAfter, Remaining and ResetAfter, status checks, argument errors, the
