@@ -18,12 +18,12 @@ test-redis:
 	$(GO) test -race -count=1 ./redis/
 
 test-others:
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/redis$$')
+	pkgs=$$($(GO) list ./...) || exit 1; $(GO) test -race -count=1 $$(echo "$$pkgs" | grep -v '/redis$$')
 
 test-bench:
 	cd bench && $(GO) test -race -count=1 ./...
 
-# The algorithm comparison: a markdown table on stdout, bench/report.html.
+# The algorithm comparison: a markdown report on stdout, bench/report.html.
 bench:
 	cd bench && $(GO) run . -out report.html
 

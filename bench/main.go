@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,7 +62,12 @@ func main() {
 	flag.Parse()
 	c.scenarios = map[string]bool{}
 	for _, s := range strings.Split(scen, ",") {
-		c.scenarios[strings.TrimSpace(s)] = true
+		s = strings.TrimSpace(s)
+		if !slices.Contains(strings.Split(allScenarios, ","), s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (want some of %s)\n", s, allScenarios)
+			os.Exit(2)
+		}
+		c.scenarios[s] = true
 	}
 	if _, err := run(c, os.Stdout, newProgress(os.Stderr)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

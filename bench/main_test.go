@@ -171,7 +171,7 @@ func TestSummaryFollowsTheFigures(t *testing.T) {
 			fmt.Sprintf("Exact in any 1s window (never over the limit in any of the 2 scenarios): %s, at %.0f bytes per key in memory and %.0f on Redis.", tc.exact, tc.bytes, 2*tc.bytes),
 			fmt.Sprintf("Furthest over the limit: %s, 1.70x", tc.loose),
 			fmt.Sprintf("Smoothest under steady overload: %s (CV of admitted per 100ms 0.20; the roughest, %s, 0.90), but it admits up to 1.70x", tc.loose, tc.exact),
-			fmt.Sprintf("Least memory per key: %s, at %.0f bytes per key in memory", tc.exact, tc.bytes),
+			fmt.Sprintf("Least memory per key: in memory, %s at %.0f bytes per key; on Redis, %s at %.0f bytes per key.", tc.exact, tc.bytes, tc.exact, 2*tc.bytes),
 		} {
 			if !strings.Contains(s, w) {
 				t.Errorf("summary lacks %q:\n%s", w, s)

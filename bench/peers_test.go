@@ -206,8 +206,7 @@ func BenchmarkRedisLone(b *testing.B) {
 // more rounds. Reports the medians and the ratios to redis_rate
 // (throughput: above 1 is faster; p99: below 1 is better).
 func BenchmarkRedisKeys(b *testing.B) {
-	addr := redistest.Start(b).Addr
-	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 64, ContextTimeoutEnabled: true})
+	c := newClient(redistest.Start(b).Addr)
 	defer c.Close()
 	costs, err := redisKeys(context.Background(), c, 40_000, 5)
 	if err != nil {

@@ -203,7 +203,7 @@ func (r *results) summary() []string {
 		loosest := worst(runs[names[0]])
 		for _, n := range names {
 			w := worst(runs[n])
-			if w.maxWindow <= exactWithin {
+			if w.maxWindow <= exactWithin && len(runs[n]) == len(r.traffics) { // exact in every scenario run
 				exact = append(exact, n+bytes(n))
 			}
 			if w.maxWindow > loosest.maxWindow {
@@ -211,7 +211,7 @@ func (r *results) summary() []string {
 			}
 		}
 		if len(exact) > 0 {
-			out = append(out, fmt.Sprintf("Exact in any 1s window (never over the limit in any of the %d scenarios): %s.", len(runs[names[0]]), strings.Join(exact, "; ")))
+			out = append(out, fmt.Sprintf("Exact in any 1s window (never over the limit in any of the %d scenarios): %s.", len(r.traffics), strings.Join(exact, "; ")))
 		} else {
 			out = append(out, "No algorithm stayed within its limit in every 1s window.")
 		}
@@ -231,29 +231,51 @@ func (r *results) summary() []string {
 			sort.SliceStable(steady, func(i, j int) bool { return steady[i].cv < steady[j].cv })
 			s, rough := steady[0], steady[len(steady)-1]
 			// Algorithms whose CVs print the same are named together.
-			tied := func(cv float64) string {
+			tied := func(cv float64) []string {
 				var names []string
 				for _, a := range steady {
 					if fmt.Sprintf("%.2f", a.cv) == fmt.Sprintf("%.2f", cv) {
 						names = append(names, a.algorithm)
 					}
 				}
-				return and(names)
+				return names
+			}
+			smoothest := tied(s.cv)
+			note := caveat(s.algorithm)
+			if len(smoothest) > 1 { // each tied one's caveat, by name
+				note = ""
+				for _, n := range smoothest {
+					note += strings.Replace(caveat(n), "but it", "but "+n, 1)
+				}
 			}
 			out = append(out, fmt.Sprintf("Smoothest under steady overload: %s (CV of admitted per 100ms %.2f; the roughest, %s, %.2f)%s.",
-				tied(s.cv), s.cv, tied(rough.cv), rough.cv, caveat(s.algorithm)))
+				and(smoothest), s.cv, and(tied(rough.cv)), rough.cv, note))
 		}
 	}
-	if len(r.memory) > 0 {
-		var least *footprint
-		for i, m := range r.memory {
-			if m.backend == "memory" && m.algorithm != "concurrency" && (least == nil || m.bytesPerKey < least.bytesPerKey) {
-				least = &r.memory[i]
+	var leastParts []string
+	for _, b := range []struct{ backend, where string }{{"memory", "in memory"}, {"redis", "on Redis"}} {
+		least := math.Inf(1)
+		for _, m := range r.memory {
+			if m.backend == b.backend && m.algorithm != "concurrency" {
+				least = math.Min(least, m.bytesPerKey)
 			}
 		}
-		if least != nil {
-			out = append(out, fmt.Sprintf("Least memory per key: %s%s%s.", least.algorithm, bytes(least.algorithm), caveat(least.algorithm)))
+		var names []string // those whose figure prints as the least's
+		for _, m := range r.memory {
+			if m.backend == b.backend && m.algorithm != "concurrency" && fmt.Sprintf("%.0f", m.bytesPerKey) == fmt.Sprintf("%.0f", least) {
+				names = append(names, m.algorithm)
+			}
 		}
+		note := ""
+		for _, n := range names {
+			note += strings.Replace(caveat(n), "but it", "but "+n, 1)
+		}
+		if len(names) > 0 {
+			leastParts = append(leastParts, fmt.Sprintf("%s, %s at %.0f bytes per key%s", b.where, and(names), least, note))
+		}
+	}
+	if len(leastParts) > 0 {
+		out = append(out, "Least memory per key: "+strings.Join(leastParts, "; ")+".")
 	}
 	var mem []cost
 	for _, c := range r.costs {
@@ -392,7 +414,7 @@ func (r *results) tables() []table {
 		for _, n := range names {
 			row := []string{n, "-", "-", "-"}
 			if c, ok := r.costAt(n, "memory", 1); ok {
-				row[1], row[3] = fmt.Sprintf("%.0f", c.nsPerOp), fmt.Sprintf("%.1f", math.Max(c.allocsPerOp, 0))
+				row[1], row[3] = fmt.Sprintf("%.0f", c.nsPerOp), fmt.Sprintf("%.1f", c.allocsPerOp)
 			}
 			if c, ok := r.costAt(n, "memory", 8); ok {
 				row[2] = fmt.Sprintf("%.0f", c.nsPerOp)
