@@ -56,14 +56,16 @@ func algorithms() []algorithm {
 	}
 }
 
-// backend builds limiters; clock, when set, pins their time.
+// backend builds limiters; clock, when set, pins their time. On Redis a
+// limiter gets a key of its own, or key when given (replicas sharing one
+// limit).
 type backend struct {
 	name   string
 	client goredis.UniversalClient // nil for memory
 	seq    int
 }
 
-func (b *backend) build(cfg ratelimit.Config, clock ratelimit.Clock) (ratelimit.Limiter, func(), error) {
+func (b *backend) build(cfg ratelimit.Config, clock ratelimit.Clock, key string) (ratelimit.Limiter, func(), error) {
 	if b.client == nil {
 		var opts []memory.Option
 		if clock != nil {
@@ -82,7 +84,10 @@ func (b *backend) build(cfg ratelimit.Config, clock ratelimit.Clock) (ratelimit.
 	if clock != nil {
 		opts = append(opts, redis.WithClock(clock))
 	}
-	l, err := redis.New(b.client, fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), b.seq), cfg, opts...)
+	if key == "" {
+		key = fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), b.seq)
+	}
+	l, err := redis.New(b.client, key, cfg, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -158,7 +163,7 @@ type accuracy struct {
 // simulate offers the arrivals to a limiter on a fake clock.
 func simulate(ctx context.Context, b *backend, a algorithm, tr traffic, d time.Duration) (accuracy, error) {
 	clock := ratelimittest.NewClock()
-	l, closeFn, err := b.build(a.cfg, clock)
+	l, closeFn, err := b.build(a.cfg, clock, "")
 	if err != nil {
 		return accuracy{}, err
 	}
@@ -222,13 +227,12 @@ type scaleOut struct {
 func simulateScaleOut(ctx context.Context, b *backend, a algorithm, d time.Duration) (scaleOut, error) {
 	clock := ratelimittest.NewClock()
 	var ls []ratelimit.Limiter
-	shared := b.client != nil
+	key := "" // in memory: a limiter each
+	if b.client != nil {
+		key = fmt.Sprintf("bench-scaleout-%d", time.Now().UnixNano()) // on Redis: three limiters, one key
+	}
 	for i := 0; i < 3; i++ {
-		if shared && i > 0 {
-			ls = append(ls, ls[0]) // the same key: state in Redis
-			continue
-		}
-		l, closeFn, err := b.build(a.cfg, clock)
+		l, closeFn, err := b.build(a.cfg, clock, key)
 		if err != nil {
 			return scaleOut{}, err
 		}
@@ -361,7 +365,7 @@ func unrefusing(cfg ratelimit.Config) ratelimit.Config {
 // costOf measures Acquire (and Release) on the grant path: in memory with
 // no clock reads between calls, on Redis with each call timed.
 func costOf(ctx context.Context, b *backend, a algorithm, g, n int) (cost, error) {
-	l, closeFn, err := b.build(unrefusing(a.cfg), nil)
+	l, closeFn, err := b.build(unrefusing(a.cfg), nil, "")
 	if err != nil {
 		return cost{}, err
 	}
