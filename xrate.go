@@ -50,23 +50,26 @@ func (x *xrate) IdleFor() (time.Duration, bool) {
 	return max(0, time.Duration(now.UnixNano()-x.used.Load())), true
 }
 
-// check reports what makes a call invalid, before anything is taken.
-func (x *xrate) check(ctx context.Context, permits int) error {
+// check reports what makes a call invalid, before anything is taken; for a
+// valid call it reads the time the call is decided at, and records it for
+// IdleFor.
+func (x *xrate) check(ctx context.Context, permits int) (time.Time, error) {
 	if x.l == nil {
-		return fmt.Errorf("%w: FromRate of a nil *rate.Limiter", ErrInvalidConfig)
+		return time.Time{}, fmt.Errorf("%w: FromRate of a nil *rate.Limiter", ErrInvalidConfig)
 	}
 	capacity := int64(x.l.Burst())
 	if x.l.Limit() == rate.Inf {
 		capacity = math.MaxInt64
 	}
 	if err := CheckPermits(permits, capacity); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if err := CheckContext(ctx); err != nil {
-		return err
+		return time.Time{}, err
 	}
-	x.used.Store(time.Now().UnixNano())
-	return nil
+	now := time.Now()
+	x.used.Store(now.UnixNano())
+	return now, nil
 }
 
 // decision describes the bucket at now with tokens left after a decision.
@@ -114,13 +117,13 @@ func seconds(s float64) time.Duration {
 }
 
 func (x *xrate) Acquire(ctx context.Context, permits int) (Lease, error) {
-	if err := x.check(ctx, permits); err != nil {
+	now, err := x.check(ctx, permits)
+	if err != nil {
 		return Lease{}, err
 	}
 	if x.l.Limit() == rate.Inf {
 		return x.unlimited(), nil
 	}
-	now := time.Now()
 	if permits > 0 && x.l.AllowN(now, permits) {
 		return x.lease(x.decision(true, x.l.TokensAt(now)), ReasonNone), nil
 	}
@@ -133,7 +136,8 @@ func (x *xrate) Acquire(ctx context.Context, permits int) (Lease, error) {
 }
 
 func (x *xrate) Wait(ctx context.Context, permits int) (Lease, error) {
-	if err := x.check(ctx, permits); err != nil {
+	now, err := x.check(ctx, permits)
+	if err != nil {
 		return Lease{}, err
 	}
 	if x.l.Limit() == rate.Inf {
@@ -142,7 +146,6 @@ func (x *xrate) Wait(ctx context.Context, permits int) (Lease, error) {
 	if permits == 0 {
 		return x.waitStatus(ctx)
 	}
-	now := time.Now()
 	r := x.l.ReserveN(now, permits)
 	if !r.OK() {
 		return x.Acquire(ctx, permits)
