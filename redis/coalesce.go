@@ -121,7 +121,7 @@ func (b *pipe) do(ctx context.Context, l *Limiter, args []interface{}) ([]interf
 	}
 	if free && len(b.queue) == 0 {
 		b.mu.Unlock()
-		return l.run(ctx, args, sync.OnceFunc(b.handOff))
+		return l.run(ctx, args, b.handOff)
 	}
 	p := &pending{l: l, args: args, done: make(chan struct{})}
 	b.queue = append(b.queue, p)

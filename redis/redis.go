@@ -552,9 +552,9 @@ type result struct {
 // goroutine the caller does not wait on past ctx, which finishes on its own
 // when the server answers or the client's own timeouts fire; that costs a
 // goroutine switch per call (BenchmarkRedisLone in the bench module). then
-// (nil: nothing) runs once the call is answered, before the answer is
-// handed over, and, when the caller stops waiting first, then too: it must
-// be safe to call twice (the pipe's is a sync.OnceFunc).
+// (nil: nothing) runs once: when the call is answered, before the answer is
+// handed over, or when the caller stops waiting, if that comes first (a
+// stalled call holds nothing of the pipe's).
 func (l *Limiter) run(ctx context.Context, args []interface{}, then func()) ([]interface{}, error) {
 	_, deadline := ctx.Deadline()
 	if ctx.Done() == nil || (l.direct && deadline) {
@@ -566,6 +566,9 @@ func (l *Limiter) run(ctx context.Context, args []interface{}, then func()) ([]i
 			err = ctx.Err() // the deadline, whatever error the socket's gave
 		}
 		return v, err
+	}
+	if then != nil {
+		then = sync.OnceFunc(then) // the call's goroutine and the caller may both run it
 	}
 	ch := make(chan result, 1)
 	go func() {
