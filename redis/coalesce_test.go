@@ -515,3 +515,38 @@ func TestBatchWithoutTimeoutIsNotCut(t *testing.T) {
 		t.Fatal("the decision without a timeout got no answer after the server woke")
 	}
 }
+
+// TestFullBatchStartsASender: with every sender busy (pretended here, as
+// on a slow link) and a full batch queued, a caller starts one more
+// sender, which sends the queued calls and its own.
+func TestFullBatchStartsASender(t *testing.T) {
+	mini := miniredis.RunT(t)
+	c := goredis.NewClient(&goredis.Options{Addr: mini.Addr()})
+	t.Cleanup(func() { c.Close() })
+	l, err := New(c, "full", fixedwindow.Config{Limit: 1000, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := l.pipe
+	queued := make([]*pending, maxBatch)
+	b.mu.Lock()
+	b.senders = maxSenders // all busy
+	for i := range queued {
+		queued[i] = &pending{l: l, args: l.argv(time.Now(), opAcquire, 1, nil), done: make(chan struct{})}
+		b.queue = append(b.queue, queued[i])
+	}
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	v, err := b.do(ctx, l, l.argv(time.Now(), opAcquire, 1, nil))
+	if r, perr := parseReply(v); err != nil || perr != nil || !r.granted {
+		t.Fatalf("the caller behind a full batch: %+v %v %v, want a grant", r, err, perr)
+	}
+	for i, p := range queued {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			t.Fatalf("queued call %d not sent", i)
+		}
+	}
+}
