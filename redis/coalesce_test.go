@@ -204,7 +204,6 @@ func TestKeySlot(t *testing.T) {
 		"foo{hash_tag}":   2515,
 		"bar{hash_tag}":   2515,
 		"{hash_tag}":      2515,
-		"foo{}{hash_tag}": keySlot("foo{}{hash_tag}"), // empty first tag: the whole key
 		"foo{{bar}}zap":   keySlot("{bar"),
 		"foo{bar}{zap}":   keySlot("bar"),
 	} {
