@@ -199,13 +199,13 @@ func TestLoneCallGoesAlone(t *testing.T) {
 // examples (CRC16 of the hash tag, modulo 16384).
 func TestKeySlot(t *testing.T) {
 	for key, want := range map[string]int{
-		"123456789":       0x31C3, // the specification's CRC16 check value
-		"somekey":         11058,
-		"foo{hash_tag}":   2515,
-		"bar{hash_tag}":   2515,
-		"{hash_tag}":      2515,
-		"foo{{bar}}zap":   keySlot("{bar"),
-		"foo{bar}{zap}":   keySlot("bar"),
+		"123456789":     0x31C3, // the specification's CRC16 check value
+		"somekey":       11058,
+		"foo{hash_tag}": 2515,
+		"bar{hash_tag}": 2515,
+		"{hash_tag}":    2515,
+		"foo{{bar}}zap": keySlot("{bar"),
+		"foo{bar}{zap}": keySlot("bar"),
 	} {
 		if got := keySlot(key); got != want {
 			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
