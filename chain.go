@@ -7,13 +7,16 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/limitkit/ratelimit/internal/base"
+	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // ChainLimiter is the Limiter returned by Chain. It is also a Refunder, so
 // chains nest.
 type ChainLimiter struct {
 	m     *members
-	clock Clock
+	clock Clock // nil: the system clock
 }
 
 // members are the limiters of a chain, shared by the copies WithClock makes.
@@ -65,7 +68,7 @@ func Chain(limiters ...Limiter) *ChainLimiter {
 			break
 		}
 	}
-	return &ChainLimiter{m: m, clock: SystemClock}
+	return &ChainLimiter{m: m}
 }
 
 // IdleFor reports the chain idle when every member is an Idler and idle,
@@ -94,9 +97,6 @@ func (c *ChainLimiter) IdleFor() (time.Duration, bool) {
 // system clock when nil); for tests. The copy shares the members, and each
 // refunds the other's leases.
 func (c *ChainLimiter) WithClock(clock Clock) *ChainLimiter {
-	if clock == nil {
-		clock = SystemClock
-	}
 	return &ChainLimiter{m: c.m, clock: clock}
 }
 
@@ -115,9 +115,9 @@ func (c *ChainLimiter) check(ctx context.Context, permits int) error {
 		return c.m.invalid
 	}
 	if permits < 0 {
-		return CheckPermits(permits, math.MaxInt64)
+		return base.CheckPermits(permits, math.MaxInt64)
 	}
-	return CheckContext(ctx)
+	return base.CheckContext(ctx)
 }
 
 // acquire returns the chain's lease, or the refusing lease and its limiter.
@@ -139,12 +139,12 @@ func (c *ChainLimiter) acquire(ctx context.Context, permits int) (Lease, Limiter
 			best = l
 		}
 	}
-	d := Decision{Granted: true, Remaining: best.Remaining()}
+	d := Decision{Remaining: best.Remaining()}
 	for _, l := range g.leases {
 		d.ResetAfter = max(d.ResetAfter, l.ResetAfter())
 	}
-	g.info = GrantInfo(best.Limit(), g)
-	return g.info.Lease(d, 0), nil, nil
+	g.info = leases.GrantInfo(best.Limit(), g)
+	return Lease(g.info.Grant(d.Remaining, d.ResetAfter, 0)), nil, nil
 }
 
 // Refund gives back the permits of lease, a grant of this chain (or of a
@@ -159,13 +159,13 @@ func (c *ChainLimiter) Refund(ctx context.Context, lease Lease, permits int) err
 		return ErrNilContext
 	}
 	if permits < 0 {
-		return CheckPermits(permits, math.MaxInt64)
+		return base.CheckPermits(permits, math.MaxInt64)
 	}
 	if !lease.Acquired() {
 		return nil
 	}
-	g, ok := lease.info.rel.(*chainGrant)
-	if !ok || g.m != c.m || lease.info != &g.info || !g.refunded.CompareAndSwap(false, true) {
+	g, ok := lease.lease().Releaser().(*chainGrant)
+	if !ok || g.m != c.m || !lease.lease().From(&g.info) || !g.refunded.CompareAndSwap(false, true) {
 		return nil
 	}
 	return g.undo(ctx, permits)
@@ -189,10 +189,10 @@ func (c *ChainLimiter) Wait(ctx context.Context, permits int) (Lease, error) {
 			}
 			held.Release()
 		} else {
-			if deadline, ok := ctx.Deadline(); ok && deadline.Sub(c.clock.Now()) < d {
-				return NewLease(Decision{Remaining: lease.Remaining(), RetryAfter: d, ResetAfter: lease.ResetAfter()}, lease.Limit(), ReasonDeadline, nil, 0), nil
+			if deadline, ok := ctx.Deadline(); ok && deadline.Sub(c.now()) < d {
+				return Lease(leases.New(false, uint8(ReasonDeadline), lease.Limit(), lease.Remaining(), d, lease.ResetAfter(), nil, 0)), nil
 			}
-			if err := Sleep(ctx, c.clock, d); err != nil {
+			if err := base.Sleep(ctx, c.clock, d); err != nil {
 				return Lease{}, err
 			}
 		}
@@ -207,7 +207,7 @@ func (c *ChainLimiter) Wait(ctx context.Context, permits int) (Lease, error) {
 // idempotent).
 type chainGrant struct {
 	m        *members
-	info     LeaseInfo
+	info     leases.Info
 	leases   []Lease
 	refunded atomic.Bool
 }
@@ -236,4 +236,12 @@ func (g *chainGrant) undo(ctx context.Context, permits int) error {
 		g.leases[i].Release()
 	}
 	return errors.Join(errs...)
+}
+
+// now reads the chain's clock.
+func (c *ChainLimiter) now() time.Time {
+	if c.clock == nil {
+		return time.Now()
+	}
+	return c.clock.Now()
 }

@@ -135,8 +135,6 @@ type probe struct {
 	refundCtx error // ctx.Err() seen by the last Refund
 }
 
-var probeLeases = ratelimit.MakeLeases(10)
-
 func (p *probe) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -144,7 +142,7 @@ func (p *probe) Acquire(ctx context.Context, permits int) (ratelimit.Lease, erro
 	if p.err != nil {
 		return ratelimit.Lease{}, p.err
 	}
-	return probeLeases.Lease(ratelimit.Decision{Granted: !p.refuse, Remaining: 5, RetryAfter: time.Second}, ratelimit.ReasonLimit), nil
+	return ratelimit.NewLease(ratelimit.Decision{Granted: !p.refuse, Remaining: 5, RetryAfter: time.Second}, 10, ratelimit.ReasonLimit, nil), nil
 }
 
 func (p *probe) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {

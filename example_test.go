@@ -67,38 +67,37 @@ func ExampleFromRate() {
 	// Output: true 1
 }
 
-// quota is a limiter of one's own: n permits in all, never renewed. It keeps
-// its Leases, so that its leases cost no allocation.
+// quota is a limiter of one's own: n permits in all, never renewed.
 type quota struct {
 	mu          sync.Mutex
 	limit, left int64
-	leases      ratelimit.Leases
 }
 
-func newQuota(n int64) *quota { return &quota{limit: n, left: n, leases: ratelimit.MakeLeases(n)} }
-
-func (q *quota) Acquire(_ context.Context, permits int) (ratelimit.Lease, error) {
-	if err := ratelimit.CheckPermits(permits, q.limit); err != nil {
-		return ratelimit.Lease{}, err
+func (q *quota) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	if permits < 0 || int64(permits) > q.limit {
+		return ratelimit.Lease{}, fmt.Errorf("%w: %d of %d", ratelimit.ErrInvalidPermits, permits, q.limit)
+	}
+	if ctx == nil {
+		return ratelimit.Lease{}, ratelimit.ErrNilContext
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	d := ratelimit.Decision{RetryAfter: -1} // never: a quota does not come back
+	d := ratelimit.Decision{RetryAfter: -1} // unknown: a quota does not come back
 	if p := int64(permits); q.left >= max(p, 1) {
 		d.Granted = true
 		q.left -= p
 	}
 	d.Remaining = q.left
-	return q.leases.Lease(d, ratelimit.ReasonLimit), nil
+	return ratelimit.NewLease(d, q.limit, ratelimit.ReasonLimit, nil), nil
 }
 
 func (q *quota) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	return q.Acquire(ctx, permits)
 }
 
-// A limiter of one's own makes its leases from Leases, made once.
-func ExampleMakeLeases() {
-	var limiter ratelimit.Limiter = newQuota(2)
+// A limiter of one's own makes its leases with NewLease.
+func ExampleNewLease() {
+	var limiter ratelimit.Limiter = &quota{limit: 2, left: 2}
 	for i := 0; i < 3; i++ {
 		lease, _ := limiter.Acquire(context.Background(), 1)
 		fmt.Println(lease)

@@ -8,16 +8,14 @@ import (
 	"github.com/limitkit/ratelimit"
 )
 
-// A lease must stay four words: larger, the compiler builds it in memory and
-// copies it out, and every decision pays for the copy (see Lease).
+// A lease must stay four words (see internal/leases.Lease).
 func TestLeaseIsFourWords(t *testing.T) {
 	if got, want := unsafe.Sizeof(ratelimit.Lease{}), 4*unsafe.Sizeof(uintptr(0)); got != want {
 		t.Errorf("Lease is %d bytes, want %d", got, want)
 	}
 }
 
-func TestLeases(t *testing.T) {
-	ls := ratelimit.MakeLeases(10)
+func TestNewLease(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		d          ratelimit.Decision
@@ -29,10 +27,11 @@ func TestLeases(t *testing.T) {
 		{"refusal defaults to limit", ratelimit.Decision{Remaining: 0, RetryAfter: 2 * time.Second, ResetAfter: 3 * time.Second}, ratelimit.ReasonNone, ratelimit.ReasonLimit, 2 * time.Second},
 		{"refusal keeps its reason", ratelimit.Decision{Remaining: 1, RetryAfter: time.Second}, ratelimit.ReasonDeadline, ratelimit.ReasonDeadline, time.Second},
 		{"unknown wait", ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, ratelimit.ReasonClosed, -1},
+		{"retry now", ratelimit.Decision{RetryAfter: 0}, ratelimit.ReasonLimit, ratelimit.ReasonLimit, 0},
 		{"unknown reason", ratelimit.Decision{RetryAfter: 0}, ratelimit.Reason(200), ratelimit.ReasonLimit, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l := ls.Lease(c.d, c.reason)
+			l := ratelimit.NewLease(c.d, 10, c.reason, nil)
 			if l.Acquired() != c.d.Granted || l.Reason() != c.wantReason {
 				t.Errorf("Acquired, Reason = %v, %v; want %v, %v", l.Acquired(), l.Reason(), c.d.Granted, c.wantReason)
 			}
@@ -48,44 +47,20 @@ func TestLeases(t *testing.T) {
 	}
 }
 
-// tokens records the tokens it is released with.
-type tokens []uint64
-
-func (r *tokens) Release(token uint64) { *r = append(*r, token) }
-
-func TestGrantInfoPassesTheToken(t *testing.T) {
-	var got tokens
-	info := ratelimit.GrantInfo(5, &got)
-	const token = 1<<63 | 42 // every bit survives
-	l := info.Lease(ratelimit.Decision{Granted: true, Remaining: 4, RetryAfter: -1}, token)
-	if !l.Acquired() || l.Limit() != 5 || l.Remaining() != 4 {
-		t.Fatalf("lease = %v", l)
-	}
-	if d, ok := l.RetryAfter(); ok {
-		t.Errorf("a grant reports RetryAfter %v", d)
-	}
-	c := l
-	l.Release()
-	c.Release()
-	if len(got) != 2 || got[0] != token || got[1] != token {
-		t.Errorf("released with %v, want the token twice (the Releaser makes it idempotent)", got)
-	}
-}
-
-func TestNewLease(t *testing.T) {
-	var got tokens
-	g := ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: 2}, 3, ratelimit.ReasonQueueFull, &got, 9)
-	r := ratelimit.NewLease(ratelimit.Decision{RetryAfter: time.Second}, 3, ratelimit.ReasonNone, &got, 8)
-	if !g.Acquired() || g.Reason() != ratelimit.ReasonNone || g.Limit() != 3 || g.Remaining() != 2 {
-		t.Errorf("grant = %v", g)
-	}
-	if r.Acquired() || r.Reason() != ratelimit.ReasonLimit || r.Limit() != 3 {
-		t.Errorf("refusal = %v", r)
-	}
+func TestNewLeaseReleasesOnce(t *testing.T) {
+	calls := 0
+	g := ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: 2}, 3, ratelimit.ReasonNone, func() { calls++ })
+	c := g
 	g.Release()
+	c.Release()
+	g.Release()
+	if calls != 1 {
+		t.Errorf("release called %d times, want once", calls)
+	}
+	r := ratelimit.NewLease(ratelimit.Decision{RetryAfter: time.Second}, 3, ratelimit.ReasonLimit, func() { calls++ })
 	r.Release() // a refusal holds nothing
-	if len(got) != 1 || got[0] != 9 {
-		t.Errorf("released with %v, want [9]", got)
+	if calls != 1 {
+		t.Errorf("a refusal's Release called its release")
 	}
 }
 
@@ -93,6 +68,12 @@ func TestZeroLease(t *testing.T) {
 	var l ratelimit.Lease
 	if l.Acquired() || l.Reason() != ratelimit.ReasonNone || l.Limit() != 0 || l.Remaining() != 0 {
 		t.Errorf("zero lease = %v", l)
+	}
+	if _, ok := l.RetryAfter(); ok {
+		t.Error("the zero lease reports a RetryAfter")
+	}
+	if got := l.String(); got != "no decision" {
+		t.Errorf("String = %q", got)
 	}
 	l.Release()
 }

@@ -15,9 +15,10 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/limitkit/ratelimit/internal/base"
 )
 
 // Limiter hands out permits. Implementations are safe for concurrent use.
@@ -56,30 +57,15 @@ type Config interface {
 	QueueOptions() Queue
 }
 
-// Errors returned by limiters. They are wrapped with details; test them with errors.Is.
+// Errors returned by limiters. They are wrapped with details; test them
+// with errors.Is.
 var (
-	// ErrInvalidPermits: permits is negative.
-	ErrInvalidPermits = errors.New("ratelimit: invalid permits")
-	// ErrExceedsLimit: permits is larger than the limiter's capacity, so the
-	// request could never be granted.
-	ErrExceedsLimit = errors.New("ratelimit: permits exceed the limit")
-	// ErrInvalidConfig: a configuration field is out of range.
-	ErrInvalidConfig = errors.New("ratelimit: invalid config")
-	// ErrClosed: the limiter was closed.
-	ErrClosed = errors.New("ratelimit: limiter closed")
-	// ErrNilContext: Acquire or Wait was called with a nil context.
-	ErrNilContext = errors.New("ratelimit: nil context")
+	ErrInvalidPermits = base.ErrInvalidPermits // permits is negative
+	ErrExceedsLimit   = base.ErrExceedsLimit   // permits is over the capacity: never granted
+	ErrInvalidConfig  = base.ErrInvalidConfig  // a configuration field is out of range
+	ErrClosed         = base.ErrClosed         // the limiter was closed
+	ErrNilContext     = base.ErrNilContext     // Acquire or Wait was called with a nil context
 )
-
-// CheckContext is what every limiter does with ctx before it changes any
-// state: a nil ctx is ErrNilContext, a done one is ctx.Err(), unwrapped, so
-// that errors.Is(err, context.Canceled) works.
-func CheckContext(ctx context.Context) error {
-	if ctx == nil {
-		return ErrNilContext
-	}
-	return ctx.Err()
-}
 
 // Refunder is a limiter that can take back a grant it has just made, as if
 // the request had not been made. Chain uses it to make an attempt that a
@@ -138,19 +124,6 @@ func (q Queue) Validate() error {
 	}
 	if q.Order > NewestFirst {
 		return fmt.Errorf("%w: Queue.Order must be OldestFirst or NewestFirst, got %v", ErrInvalidConfig, q.Order)
-	}
-	return nil
-}
-
-// CheckPermits validates a request for permits against a capacity, as every
-// limiter does before it changes any state: negative permits wrap
-// ErrInvalidPermits, more than capacity wraps ErrExceedsLimit.
-func CheckPermits(permits int, capacity int64) error {
-	if permits < 0 {
-		return fmt.Errorf("%w: %d is negative", ErrInvalidPermits, permits)
-	}
-	if int64(permits) > capacity {
-		return fmt.Errorf("%w: %d permits requested, capacity is %d", ErrExceedsLimit, permits, capacity)
 	}
 	return nil
 }

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/limitkit/ratelimit/internal/base"
+	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // FromRate wraps an existing *rate.Limiter as a Limiter, so code written
@@ -31,7 +34,7 @@ func FromRate(l *rate.Limiter) Limiter {
 
 type xrate struct {
 	l      *rate.Limiter
-	leases atomic.Pointer[Leases] // of the burst last seen: SetBurst may change it
+	infos  atomic.Pointer[leases.Infos] // of the burst last seen: SetBurst may change it
 	used   atomic.Int64           // UnixNano of the last call, for IdleFor
 }
 
@@ -61,10 +64,10 @@ func (x *xrate) check(ctx context.Context, permits int) (time.Time, error) {
 	if x.l.Limit() == rate.Inf {
 		capacity = math.MaxInt64
 	}
-	if err := CheckPermits(permits, capacity); err != nil {
+	if err := base.CheckPermits(permits, capacity); err != nil {
 		return time.Time{}, err
 	}
-	if err := CheckContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return time.Time{}, err
 	}
 	now := time.Now()
@@ -91,22 +94,26 @@ func (x *xrate) until(n, tokens float64) time.Duration {
 	return -1
 }
 
-// lease makes the lease of d, with Leases made anew only when the burst
-// has changed.
+// lease makes the lease of d, with Infos made anew only when the burst
+// (or an infinite rate, which has no limit) has changed.
 func (x *xrate) lease(d Decision, r Reason) Lease {
-	burst := int64(x.l.Burst())
-	ls := x.leases.Load()
-	if ls == nil || ls[0].limit != burst {
-		ls = new(Leases)
-		*ls = MakeLeases(burst)
-		x.leases.Store(ls)
+	limit := int64(x.l.Burst())
+	if x.l.Limit() == rate.Inf {
+		limit = -1
 	}
-	return ls.Lease(d, r)
+	is := x.infos.Load()
+	if is == nil || is[0].Limit() != limit {
+		is = new(leases.Infos)
+		*is = leases.MakeInfos(limit)
+		x.infos.Store(is)
+	}
+	return Lease(is.Make(d.Granted, uint8(r), d.Remaining, d.RetryAfter, d.ResetAfter, 0))
 }
 
-// unlimited is the grant of a rate.Inf limit, which takes nothing.
+// unlimited is the grant of a rate.Inf limit, which takes nothing: no
+// limit, nothing remaining to count (-1, as Lease.Limit says).
 func (x *xrate) unlimited() Lease {
-	return x.lease(Decision{Granted: true, Remaining: int64(x.l.Burst()), RetryAfter: -1}, ReasonNone)
+	return x.lease(Decision{Granted: true, Remaining: -1}, ReasonNone)
 }
 
 func seconds(s float64) time.Duration {
@@ -157,7 +164,7 @@ func (x *xrate) Wait(ctx context.Context, permits int) (Lease, error) {
 		d.RetryAfter = delay
 		return x.lease(d, ReasonDeadline), nil
 	}
-	if err := Sleep(ctx, SystemClock, delay); err != nil {
+	if err := base.Sleep[Timer](ctx, nil, delay); err != nil {
 		r.Cancel()
 		return Lease{}, err
 	}
@@ -183,38 +190,8 @@ func (x *xrate) waitStatus(ctx context.Context) (Lease, error) {
 			<-ctx.Done()
 			return Lease{}, ctx.Err()
 		}
-		if err := Sleep(ctx, SystemClock, delay); err != nil {
+		if err := base.Sleep[Timer](ctx, nil, delay); err != nil {
 			return Lease{}, err
 		}
-	}
-}
-
-// SystemClock is the real clock: time.Now and time.AfterFunc.
-var SystemClock Clock = systemClock{}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-func (systemClock) AfterFunc(d time.Duration, f func()) Timer {
-	return time.AfterFunc(d, f)
-}
-
-// Sleep waits d on clock (SystemClock when nil), or until ctx is done, when
-// it returns ctx.Err().
-func Sleep(ctx context.Context, clock Clock, d time.Duration) error {
-	if clock == nil {
-		clock = SystemClock
-	}
-	if d <= 0 {
-		return nil
-	}
-	done := make(chan struct{})
-	t := clock.AfterFunc(d, func() { close(done) })
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		t.Stop()
-		return ctx.Err()
 	}
 }

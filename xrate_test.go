@@ -37,15 +37,15 @@ func TestFromRate(t *testing.T) {
 		t.Fatalf("Wait(1): %v, %v; want granted after about 100ms", w, err)
 	}
 	inf := ratelimit.FromRate(rate.NewLimiter(rate.Inf, 0))
-	if g, err := inf.Acquire(bg, 1000); err != nil || !g.Acquired() {
-		t.Fatalf("rate.Inf: %v, %v; want granted", g, err)
+	if g, err := inf.Acquire(bg, 1000); err != nil || !g.Acquired() || g.Limit() != -1 || g.Remaining() != -1 {
+		t.Fatalf("rate.Inf: %v, %v; want granted, with no limit (-1)", g, err)
 	}
 }
 
 // Leases carry the burst of their decision, also after SetBurst, and cost no
 // allocation while it stays the same.
 func TestFromRateLeases(t *testing.T) {
-	rl := rate.NewLimiter(rate.Inf, 2)
+	rl := rate.NewLimiter(1e9, 2)
 	l := ratelimit.FromRate(rl)
 	if g, _ := l.Acquire(bg, 1); g.Limit() != 2 {
 		t.Fatalf("Limit = %d, want 2", g.Limit())

@@ -270,7 +270,7 @@ func TestTransportLearnsFromUpstream(t *testing.T) {
 		var status atomic.Int32
 		status.Store(c.code)
 		srv, hits := upstream(t, &status, c.hdr())
-		tr := &httplimit.Transport{Limiter: perKey(t, fixedwindow.Config{Limit: 100, Window: time.Second}, ratelimit.SystemClock), FailFast: true}
+		tr := &httplimit.Transport{Limiter: perKey(t, fixedwindow.Config{Limit: 100, Window: time.Second}, nil), FailFast: true}
 		resp, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
 		if err != nil {
 			t.Fatal(err)
@@ -296,7 +296,7 @@ func TestTransportHoldsConcurrencyUntilBodyClose(t *testing.T) {
 	var status atomic.Int32
 	status.Store(200)
 	srv, _ := upstream(t, &status, nil)
-	tr := &httplimit.Transport{Limiter: perKey(t, concurrency.Config{Limit: 1}, ratelimit.SystemClock), FailFast: true}
+	tr := &httplimit.Transport{Limiter: perKey(t, concurrency.Config{Limit: 1}, nil), FailFast: true}
 	first, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +328,7 @@ func TestTransportWaitCancel(t *testing.T) {
 	srv, hits := upstream(t, &status, nil)
 	cfg := fixedwindow.Config{Limit: 1, Window: time.Hour, Queue: ratelimit.Queue{Limit: 1}}
 	var seen sync.Map
-	tr := &httplimit.Transport{Limiter: perKeySeen(t, cfg, ratelimit.SystemClock, &seen)}
+	tr := &httplimit.Transport{Limiter: perKeySeen(t, cfg, nil, &seen)}
 	resp, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +356,7 @@ func TestTransportWaitCancel(t *testing.T) {
 }
 
 func BenchmarkMiddleware(b *testing.B) {
-	l := perKey(b, tokenbucket.Config{Rate: 1e9, Burst: 1 << 40}, ratelimit.SystemClock)
+	l := perKey(b, tokenbucket.Config{Rate: 1e9, Burst: 1 << 40}, nil)
 	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
 	for _, c := range []struct {
 		name string
@@ -441,7 +441,7 @@ func TestTransportInvalid(t *testing.T) {
 	var calls atomic.Int32
 	var answer bool // a response without a Body; else nil, nil
 	tr := &httplimit.Transport{
-		Limiter:  perKey(t, concurrency.Config{Limit: 1}, ratelimit.SystemClock),
+		Limiter:  perKey(t, concurrency.Config{Limit: 1}, nil),
 		FailFast: true,
 		Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
 			calls.Add(1)

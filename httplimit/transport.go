@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
 )
 
@@ -144,7 +145,7 @@ func (t *Transport) pause(req *http.Request, wait time.Duration) error {
 	if deadline, ok := req.Context().Deadline(); ok && deadline.Sub(t.now()) < wait {
 		return ErrRateLimited
 	}
-	return ratelimit.Sleep(req.Context(), t.Clock, wait)
+	return base.Sleep(req.Context(), t.Clock, wait)
 }
 
 // refuse answers a request that is not sent: an error, or a synthetic 429.

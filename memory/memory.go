@@ -23,7 +23,10 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/backend"
+	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/leases"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -201,7 +204,7 @@ type kind[S, T any, M modelPtr[S, T]] struct {
 	capacity int64
 	queue    ratelimit.Queue
 	clock    ratelimit.Clock // nil: the monotonic clock
-	leases   ratelimit.Leases
+	infos    leases.Infos
 }
 
 // pair is a limiter allocated with its kind: New's one allocation.
@@ -214,7 +217,7 @@ func build[S, T any, M modelPtr[S, T]](m T, err error, capacity int64, queue rat
 	if err != nil {
 		return nil, err
 	}
-	p := &pair[S, T, M]{k: kind[S, T, M]{model: m, capacity: capacity, queue: queue, clock: o.clock, leases: ratelimit.MakeLeases(capacity)}}
+	p := &pair[S, T, M]{k: kind[S, T, M]{model: m, capacity: capacity, queue: queue, clock: o.clock, infos: leases.MakeInfos(capacity)}}
 	// Asserted on a pointer to the model already on the heap: no copy is boxed.
 	mp := any(&p.k.model)
 	p.k.reserver, _ = mp.(reserver[S])
@@ -336,9 +339,9 @@ type waiter struct {
 // granted more than a moment later would be.
 func (l *limiter[S, T, M]) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	if permits < 0 || int64(permits) > l.k.capacity {
-		return ratelimit.Lease{}, ratelimit.CheckPermits(permits, l.k.capacity)
+		return ratelimit.Lease{}, base.CheckPermits(permits, l.k.capacity)
 	}
-	if err := ratelimit.CheckContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	var now int64
@@ -379,9 +382,9 @@ func (l *limiter[S, T, M]) acquireSlow(p int64) (ratelimit.Lease, error) {
 // since it holds no permits.
 func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	if permits < 0 || int64(permits) > l.k.capacity {
-		return ratelimit.Lease{}, ratelimit.CheckPermits(permits, l.k.capacity)
+		return ratelimit.Lease{}, base.CheckPermits(permits, l.k.capacity)
 	}
-	if err := ratelimit.CheckContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	var now int64 // read before the lock, as in Acquire
@@ -590,14 +593,14 @@ func (l *limiter[S, T, M]) lease(d ratelimit.Decision, now, p int64) ratelimit.L
 		return l.refuse(d, p, ratelimit.ReasonLimit)
 	}
 	if p == 0 {
-		return l.k.leases[ratelimit.ReasonNone].Lease(d, 0)
+		return backend.Grant(&l.k.infos[0], d, 0)
 	}
 	l.granted++
 	if l.k.releaser != nil {
 		h := l.handle(p)
-		return h.info.Lease(d, h.gen)
+		return backend.Grant(&h.info, d, h.gen)
 	}
-	return l.k.leases[ratelimit.ReasonNone].Lease(d, uint64(l.made(now)))
+	return backend.Grant(&l.k.infos[0], d, uint64(l.made(now)))
 }
 
 // made is the instant the decision just made at now was made at, which a
@@ -616,7 +619,7 @@ func (l *limiter[S, T, M]) refuse(d ratelimit.Decision, p int64, r ratelimit.Rea
 	if p > 0 {
 		l.refused++
 	}
-	return l.k.leases.Lease(d, r)
+	return backend.Lease(&l.k.infos, d, r, 0)
 }
 
 // handle returns a handle for a lease of p permits, reused from the free
@@ -626,7 +629,7 @@ func (l *limiter[S, T, M]) handle(p int64) *handle[S, T, M] {
 	h := x.free
 	if h == nil {
 		h = &handle[S, T, M]{owner: l}
-		h.info = ratelimit.GrantInfo(l.k.capacity, h)
+		h.info = leases.GrantInfo(l.k.capacity, h)
 	} else {
 		x.free, h.next = h.next, nil
 	}
@@ -653,7 +656,7 @@ func (l *limiter[S, T, M]) serve(now int64) {
 			if w.permits > 0 { // the reservation took its tokens; count it
 				l.granted++
 				l.remove(w, now)
-				l.answer(w, l.k.leases[ratelimit.ReasonNone].Lease(d, uint64(l.made(now))))
+				l.answer(w, backend.Grant(&l.k.infos[0], d, uint64(l.made(now))))
 				continue
 			}
 		} else {
@@ -739,13 +742,13 @@ func (l *limiter[S, T, M]) answer(w *waiter, lease ratelimit.Lease) { w.ch <- le
 
 func (l *limiter[S, T, M]) Refund(_ context.Context, lease ratelimit.Lease, permits int) error {
 	if permits < 0 || int64(permits) > l.k.capacity {
-		return ratelimit.CheckPermits(permits, l.k.capacity)
+		return base.CheckPermits(permits, l.k.capacity)
 	}
 	if l.k.releaser != nil {
 		lease.Release()
 		return nil
 	}
-	at, ok := l.k.leases[ratelimit.ReasonNone].Token(lease)
+	at, ok := backend.Token(lease, &l.k.infos[0])
 	if !ok || l.k.refunder == nil || permits == 0 {
 		return nil
 	}
@@ -860,7 +863,7 @@ type handle[S, T any, M modelPtr[S, T]] struct {
 	permits int64
 	next    *handle[S, T, M]
 	owner   *limiter[S, T, M]
-	info    ratelimit.LeaseInfo // of the leases that hold it
+	info    leases.Info // of the leases that hold it
 }
 
 func (h *handle[S, T, M]) Release(token uint64) { h.owner.giveBack(h, token) }

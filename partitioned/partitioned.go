@@ -42,7 +42,10 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
+	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // Config configures a partitioned limiter over resources of type R.
@@ -95,7 +98,7 @@ var ErrNoPartition = errors.New("partitioned: cannot create partition")
 
 // The leases of refusals for want of a partition (capacity 0) and of NoLimit
 // (capacity -1: none).
-var noPartition, unlimited = ratelimit.MakeLeases(0), ratelimit.MakeLeases(-1)
+var noPartition, unlimited = leases.MakeInfos(0), leases.MakeInfos(-1)
 
 const shards = 64
 
@@ -133,15 +136,20 @@ func New[R any](cfg Config[R]) (*Limiter[R], error) {
 	if cfg.MaxPartitions == 0 {
 		cfg.MaxPartitions = 1 << 20
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = ratelimit.SystemClock
-	}
 	l := &Limiter[R]{cfg: cfg, seed: maphash.MakeSeed()}
 	for i := range l.shards {
 		l.shards[i].slots = make([]uint64, minSlots)
 	}
-	l.timer = cfg.Clock.AfterFunc(l.sweepEvery(), l.sweep)
+	l.timer = l.afterFunc(l.sweepEvery(), l.sweep)
 	return l, nil
+}
+
+// afterFunc sets a timer on the configured clock, or the system's.
+func (l *Limiter[R]) afterFunc(d time.Duration, f func()) ratelimit.Timer {
+	if l.cfg.Clock == nil {
+		return time.AfterFunc(d, f)
+	}
+	return l.cfg.Clock.AfterFunc(d, f)
 }
 
 // sweepEvery is the sweeper's period: a quarter of IdleTimeout, so a
@@ -167,9 +175,9 @@ func (l *Limiter[R]) check(ctx context.Context, permits int) error {
 		return fmt.Errorf("%w: partitioned: a Limiter must be made by New", ratelimit.ErrInvalidConfig)
 	}
 	if permits < 0 {
-		return ratelimit.CheckPermits(permits, math.MaxInt64)
+		return base.CheckPermits(permits, math.MaxInt64)
 	}
-	return ratelimit.CheckContext(ctx)
+	return base.CheckContext(ctx)
 }
 
 // Acquire takes permits from resource's partition now, or refuses. An
@@ -261,7 +269,7 @@ func (l *Limiter[R]) get(resource R) (lim ratelimit.Limiter, p *partition, lease
 		return l.cfg.Overflow, nil, lease, nil
 	}
 	l.stats.refused.Add(1)
-	return nil, nil, noPartition.Lease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonNoPartition), nil
+	return nil, nil, backend.Lease(&noPartition, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonNoPartition, 0), nil
 }
 
 // create makes key's partition, raised by one in-flight call, or returns nil
@@ -557,12 +565,12 @@ type noLimit struct{}
 
 func (noLimit) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	if permits < 0 {
-		return ratelimit.Lease{}, ratelimit.CheckPermits(permits, 0)
+		return ratelimit.Lease{}, base.CheckPermits(permits, 0)
 	}
-	if err := ratelimit.CheckContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	return unlimited.Lease(ratelimit.Decision{Granted: true, Remaining: -1, RetryAfter: -1}, ratelimit.ReasonNone), nil
+	return backend.Lease(&unlimited, ratelimit.Decision{Granted: true, Remaining: -1}, ratelimit.ReasonNone, 0), nil
 }
 
 func (n noLimit) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/base"
+	"github.com/limitkit/ratelimit/internal/leases"
 	"github.com/limitkit/ratelimit/ratelimittest"
 )
 
@@ -27,6 +29,13 @@ const (
 	releaseFreesWindow       // Release of a window's lease gives its permits back
 )
 
+// newLease makes a lease whose Release calls rel (when not nil) with
+// token, as the module's limiters do: the faults below must be free to
+// break what NewLease guarantees (a release called once).
+func newLease(d ratelimit.Decision, limit int64, rel leases.Releaser, token uint64) ratelimit.Lease {
+	return ratelimit.Lease(leases.New(d.Granted, uint8(ratelimit.ReasonLimit), limit, d.Remaining, d.RetryAfter, d.ResetAfter, rel, token))
+}
+
 // faulty is a semaphore, like the Example's, that breaks the promise f.
 type faulty struct {
 	mu       sync.Mutex
@@ -38,7 +47,7 @@ type faulty struct {
 }
 
 func (s *faulty) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	if err := ratelimit.CheckPermits(permits, s.capacity); err != nil {
+	if err := base.CheckPermits(permits, s.capacity); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	if s.f == errorTakes && ctx != nil && ctx.Err() != nil {
@@ -46,7 +55,7 @@ func (s *faulty) Acquire(ctx context.Context, permits int) (ratelimit.Lease, err
 		s.held += int64(permits)
 		s.mu.Unlock()
 	}
-	if err := ratelimit.CheckContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	p := int64(permits)
@@ -70,7 +79,7 @@ func (s *faulty) Acquire(ctx context.Context, permits int) (ratelimit.Lease, err
 		s.held++
 	}
 	d := ratelimit.Decision{Remaining: max(s.capacity-s.held, 0), RetryAfter: -1}
-	return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonLimit, nil, 0), nil
+	return newLease(d, s.capacity, nil, 0), nil
 }
 
 // grant takes p permits; s.mu is held.
@@ -79,7 +88,7 @@ func (s *faulty) grant(p int64) ratelimit.Lease {
 	s.next++
 	s.leases[s.next] = p
 	d := ratelimit.Decision{Remaining: max(s.capacity-s.held, 0), Granted: true}
-	return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonNone, s, s.next)
+	return newLease(d, s.capacity, s, s.next)
 }
 
 func (s *faulty) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
@@ -126,10 +135,10 @@ type window struct {
 const windowSize = 100 * time.Millisecond
 
 func (w *window) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	if err := ratelimit.CheckPermits(permits, w.capacity); err != nil {
+	if err := base.CheckPermits(permits, w.capacity); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	if err := ratelimit.CheckContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	w.mu.Lock()
@@ -145,15 +154,15 @@ func (w *window) Acquire(ctx context.Context, permits int) (ratelimit.Lease, err
 			end /= 2
 		}
 		d := ratelimit.Decision{Remaining: w.capacity - w.used, RetryAfter: end, ResetAfter: end}
-		return ratelimit.NewLease(d, w.capacity, ratelimit.ReasonLimit, nil, 0), nil
+		return newLease(d, w.capacity, nil, 0), nil
 	}
 	w.used += p
 	d := ratelimit.Decision{Remaining: w.capacity - w.used, ResetAfter: end, Granted: true}
-	var rel ratelimit.Releaser
+	var rel leases.Releaser
 	if w.f == releaseFreesWindow {
 		rel = windowRelease{w, p}
 	}
-	return ratelimit.NewLease(d, w.capacity, ratelimit.ReasonNone, rel, 0), nil
+	return newLease(d, w.capacity, rel, 0), nil
 }
 
 type windowRelease struct {

@@ -17,19 +17,23 @@ type semaphore struct {
 	mu       sync.Mutex
 	capacity int64
 	held     int64
-	next     uint64
-	leases   map[uint64]int64 // permits of each lease not yet released
 }
 
 func newSemaphore(capacity int64) ratelimit.Limiter {
-	return &semaphore{capacity: capacity, leases: map[uint64]int64{}}
+	return &semaphore{capacity: capacity}
 }
 
 func (s *semaphore) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	if err := ratelimit.CheckPermits(permits, s.capacity); err != nil {
-		return ratelimit.Lease{}, err
+	if permits < 0 {
+		return ratelimit.Lease{}, fmt.Errorf("%w: %d", ratelimit.ErrInvalidPermits, permits)
 	}
-	if err := ratelimit.CheckContext(ctx); err != nil {
+	if int64(permits) > s.capacity {
+		return ratelimit.Lease{}, fmt.Errorf("%w: %d of %d", ratelimit.ErrExceedsLimit, permits, s.capacity)
+	}
+	if ctx == nil {
+		return ratelimit.Lease{}, ratelimit.ErrNilContext
+	}
+	if err := ctx.Err(); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	s.mu.Lock()
@@ -39,13 +43,17 @@ func (s *semaphore) Acquire(ctx context.Context, permits int) (ratelimit.Lease, 
 	if s.held+max(p, 1) > s.capacity {
 		// RetryAfter unknown: the permits come back on Release.
 		d := ratelimit.Decision{Remaining: s.capacity - s.held, RetryAfter: -1}
-		return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonLimit, nil, 0), nil
+		return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonLimit, nil), nil
 	}
 	s.held += p
-	s.next++
-	s.leases[s.next] = p
 	d := ratelimit.Decision{Remaining: s.capacity - s.held, Granted: true}
-	return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonNone, s, s.next), nil
+	// NewLease calls release once, however often the lease is released.
+	release := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.held -= p
+	}
+	return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonNone, release), nil
 }
 
 // Wait polls Acquire every millisecond until it is granted or ctx is done.
@@ -61,14 +69,6 @@ func (s *semaphore) Wait(ctx context.Context, permits int) (ratelimit.Lease, err
 		case <-time.After(time.Millisecond):
 		}
 	}
-}
-
-// Release gives back the permits of the lease of token, once.
-func (s *semaphore) Release(token uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.held -= s.leases[token]
-	delete(s.leases, token)
 }
 
 // The kit runs against any limiter, here one written in a test file: in a

@@ -544,7 +544,7 @@ func testRefund(t *testing.T, c goredis.UniversalClient) {
 			// Refunds of leases it did not grant change nothing.
 			refused, _ := l.Acquire(bg, 1)
 			refusedStatus, _ := l.Acquire(bg, 0)
-			for _, other := range []ratelimit.Lease{refused, refusedStatus, status, {}, ratelimit.NewLease(ratelimit.Decision{Granted: true}, 3, 0, nil, 1)} {
+			for _, other := range []ratelimit.Lease{refused, refusedStatus, status, {}, ratelimit.NewLease(ratelimit.Decision{Granted: true}, 3, 0, nil)} {
 				if err := l.Refund(bg, other, 1); err != nil {
 					t.Fatal(err)
 				}

@@ -44,7 +44,10 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/backend"
+	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/leases"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -235,7 +238,7 @@ type shape struct {
 	suffixes  []string      // of the keys, after prefix + "{" + key + "}"
 	args      []interface{} // the algorithm's parameters, after now, permits and op
 	capacity  int64
-	leases    ratelimit.Leases // of capacity; a rate grant's token is its instant (us)
+	infos     leases.Infos // of capacity; a rate grant's token is its instant (us)
 	queue     ratelimit.Queue
 	unlimited bool
 	reserves  bool // token bucket: Wait reserves in the script
@@ -248,9 +251,9 @@ type shape struct {
 // concurrency leases, made on first need (see Limiter.ext): a limiter that
 // only acquires stays small.
 type ext struct {
-	closed   chan struct{}       // closed by Close: wakes sleeping waiters
-	held     ratelimit.LeaseInfo // concurrency grants; the token is the holder's number
-	holders  sync.Map            // holder number -> *holder, for renewal and release
+	closed   chan struct{} // closed by Close: wakes sleeping waiters
+	held     leases.Info   // concurrency grants; the token is the holder's number
+	holders  sync.Map      // holder number -> *holder, for renewal and release
 	nHolders atomic.Int64
 	seq      atomic.Uint64
 	id       string // this limiter's part of its holders' names
@@ -273,7 +276,7 @@ func (l *Limiter) ext() *ext {
 		return x
 	}
 	x := &ext{closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36)}
-	x.held = ratelimit.GrantInfo(l.capacity, (*releaser)(l))
+	x.held = leases.GrantInfo(l.capacity, (*releaser)(l))
 	if l.closed.Load() {
 		close(x.closed)
 	}
@@ -300,7 +303,7 @@ func (l *Limiter) cached(p int64, at time.Time) (ratelimit.Lease, bool) {
 		return ratelimit.Lease{}, false
 	}
 	d := ratelimit.Decision{Remaining: r.remaining, RetryAfter: time.Duration(r.until - now), ResetAfter: time.Duration(max(r.resetAt-now, 0))}
-	return l.leases.Lease(d, ratelimit.ReasonLimit), true
+	return backend.Lease(&l.infos, d, ratelimit.ReasonLimit, 0), true
 }
 
 // remember caches a refusal of p permits decided at the local instant at; a
@@ -365,7 +368,7 @@ func NewFactory(client goredis.UniversalClient, cfg ratelimit.Config, opts ...Op
 		return nil, fmt.Errorf("%w: redis: lease TTL must be at least 1ms, got %v", ratelimit.ErrInvalidConfig, o.leaseTTL)
 	}
 	s := &shape{
-		client: client, capacity: cfg.Capacity(), leases: ratelimit.MakeLeases(cfg.Capacity()), queue: cfg.QueueOptions(),
+		client: client, capacity: cfg.Capacity(), infos: leases.MakeInfos(cfg.Capacity()), queue: cfg.QueueOptions(),
 		direct: honoursDeadlines(client), o: o,
 	}
 	us := func(field string, d time.Duration) (int64, error) {
@@ -642,17 +645,17 @@ func (l *Limiter) isClosed() bool { return l.closed.Load() }
 
 // Acquire takes permits now or refuses, in one round trip.
 func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
+	if err := base.CheckPermits(permits, l.capacity); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	if err := ratelimit.CheckContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	if l.isClosed() {
 		return ratelimit.Lease{}, ratelimit.ErrClosed
 	}
 	if l.unlimited {
-		return l.leases.Lease(ratelimit.Decision{Granted: true, Remaining: l.capacity}, ratelimit.ReasonNone), nil
+		return backend.Lease(&l.infos, ratelimit.Decision{Granted: true, Remaining: l.capacity}, ratelimit.ReasonNone, 0), nil
 	}
 	p := int64(permits)
 	at := l.localNow()
@@ -690,14 +693,14 @@ func (l *Limiter) lease(r reply, p int64, n uint64, reason ratelimit.Reason) rat
 	d := l.decision(r)
 	switch {
 	case !d.Granted || p == 0:
-		return l.leases.Lease(d, reason)
+		return backend.Lease(&l.infos, d, reason, 0)
 	case l.release:
 		if !l.hold(n, p) {
-			return l.leases.Lease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed)
+			return backend.Lease(&l.infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0)
 		}
-		return l.ext().held.Lease(d, n)
+		return backend.Grant(&l.ext().held, d, n)
 	}
-	return l.leases[ratelimit.ReasonNone].Lease(d, uint64(max(r.extra, 0)))
+	return backend.Grant(&l.infos[0], d, uint64(max(r.extra, 0)))
 }
 
 // fail applies the failure policy to a Redis error.
@@ -711,9 +714,9 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 	switch l.o.policy {
 	case FailOpen:
 		// Token 0: nothing was taken, so Refund gives nothing back.
-		return l.leases.Lease(ratelimit.Decision{Granted: true, RetryAfter: -1}, ratelimit.ReasonNone), nil
+		return backend.Lease(&l.infos, ratelimit.Decision{Granted: true, RetryAfter: -1}, ratelimit.ReasonNone, 0), nil
 	case FailClosed:
-		return l.leases.Lease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonUnavailable), nil
+		return backend.Lease(&l.infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonUnavailable, 0), nil
 	}
 	return ratelimit.Lease{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
@@ -726,10 +729,10 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 // 0) waits, the same way but never reserving and whatever the queue limit,
 // until at least one permit is available, and takes nothing.
 func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
+	if err := base.CheckPermits(permits, l.capacity); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	if err := ratelimit.CheckContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	if l.reserves && !l.unlimited && permits > 0 {
@@ -742,12 +745,12 @@ func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 			return lease, err
 		}
 		if permits > 0 && int64(permits) > int64(l.queue.Limit) {
-			return refusedAs(lease, ratelimit.ReasonQueueFull), nil
+			return l.refusedAs(lease, ratelimit.ReasonQueueFull), nil
 		}
 		d, known := lease.RetryAfter()
 		if known {
 			if deadline, ok := ctx.Deadline(); ok && l.until(deadline) < d {
-				return refusedAs(lease, ratelimit.ReasonDeadline), nil
+				return l.refusedAs(lease, ratelimit.ReasonDeadline), nil
 			}
 			d += time.Duration(rand.Int63n(int64(d/10) + 1)) // spread retries of competing processes
 		} else {
@@ -762,12 +765,13 @@ func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 	}
 }
 
-func refusedAs(l ratelimit.Lease, r ratelimit.Reason) ratelimit.Lease {
-	d := ratelimit.Decision{Remaining: l.Remaining(), ResetAfter: l.ResetAfter(), RetryAfter: -1}
-	if ra, ok := l.RetryAfter(); ok {
+// refusedAs is lease, a refusal of l, refused for r instead.
+func (l *Limiter) refusedAs(lease ratelimit.Lease, r ratelimit.Reason) ratelimit.Lease {
+	d := ratelimit.Decision{Remaining: lease.Remaining(), ResetAfter: lease.ResetAfter(), RetryAfter: -1}
+	if ra, ok := lease.RetryAfter(); ok {
 		d.RetryAfter = ra
 	}
-	return ratelimit.NewLease(d, l.Limit(), r, nil, 0)
+	return backend.Lease(&l.infos, d, r, 0)
 }
 
 // reserve is the token bucket's Wait: one round trip takes the tokens (the
@@ -829,18 +833,18 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 // shared). A lease of the fallback (WithFallback) is refunded there when
 // the fallback is a Refunder.
 func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
-	if err := ratelimit.CheckPermits(permits, l.capacity); err != nil {
+	if err := base.CheckPermits(permits, l.capacity); err != nil {
 		return err
 	}
-	if err := ratelimit.CheckContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return err
 	}
 	var at uint64
 	var ok bool
 	if l.release {
-		at, ok = l.ext().held.Token(lease)
+		at, ok = backend.Token(lease, &l.ext().held)
 	} else {
-		at, ok = l.leases[ratelimit.ReasonNone].Token(lease)
+		at, ok = backend.Token(lease, &l.infos[0])
 	}
 	if !ok {
 		// Not ours: the fallback's, when it granted while Redis failed.
@@ -886,7 +890,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, permits int) (rate
 	case <-ctx.Done():
 		return ratelimit.Lease{}, ctx.Err()
 	case <-l.ext().closed:
-		return l.leases.Lease(ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed), nil
+		return backend.Lease(&l.infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0), nil
 	}
 }
 
@@ -944,7 +948,7 @@ func (l *Limiter) StatsContext(ctx context.Context) (ratelimit.Stats, error) {
 	if l.unlimited {
 		return ratelimit.Stats{Available: l.capacity}, nil
 	}
-	if err := ratelimit.CheckContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Stats{}, err
 	}
 	r, err := l.call(ctx, l.localNow(), opAcquire, 0, l.tail("-")...)

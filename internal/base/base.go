@@ -1,0 +1,66 @@
+// Package base is what the root package ratelimit and the packages below it
+// share: the error sentinels (ratelimit re-exports them, as os does io/fs's)
+// and the checks every limiter makes before it changes any state.
+package base
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The errors ratelimit exports, under the same names.
+var (
+	ErrInvalidPermits = errors.New("ratelimit: invalid permits")
+	ErrExceedsLimit   = errors.New("ratelimit: permits exceed the limit")
+	ErrInvalidConfig  = errors.New("ratelimit: invalid config")
+	ErrClosed         = errors.New("ratelimit: limiter closed")
+	ErrNilContext     = errors.New("ratelimit: nil context")
+)
+
+// CheckContext is what every limiter does with ctx before it changes any
+// state: a nil ctx is ErrNilContext, a done one is ctx.Err(), unwrapped, so
+// that errors.Is(err, context.Canceled) works.
+func CheckContext(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	return ctx.Err()
+}
+
+// CheckPermits validates a request for permits against a capacity: negative
+// permits wrap ErrInvalidPermits, more than capacity wraps ErrExceedsLimit.
+func CheckPermits(permits int, capacity int64) error {
+	if permits < 0 {
+		return fmt.Errorf("%w: %d is negative", ErrInvalidPermits, permits)
+	}
+	if int64(permits) > capacity {
+		return fmt.Errorf("%w: %d permits requested, capacity is %d", ErrExceedsLimit, permits, capacity)
+	}
+	return nil
+}
+
+// Sleep waits d on clock (a ratelimit.Clock; the system clock when nil), or
+// until ctx is done, when it returns ctx.Err().
+func Sleep[T interface{ Stop() bool }](ctx context.Context, clock interface {
+	AfterFunc(time.Duration, func()) T
+}, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	var stop func() bool
+	if clock == nil {
+		stop = time.AfterFunc(d, func() { close(done) }).Stop
+	} else {
+		stop = clock.AfterFunc(d, func() { close(done) }).Stop
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		stop()
+		return ctx.Err()
+	}
+}
