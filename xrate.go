@@ -33,9 +33,9 @@ func FromRate(l *rate.Limiter) Limiter {
 }
 
 type xrate struct {
-	l      *rate.Limiter
-	infos  atomic.Pointer[leases.Infos] // of the burst last seen: SetBurst may change it
-	used   atomic.Int64           // UnixNano of the last call, for IdleFor
+	l     *rate.Limiter
+	infos atomic.Pointer[leases.Infos] // of the burst last seen: SetBurst may change it
+	used  atomic.Int64                 // UnixNano of the last call, for IdleFor
 }
 
 // IdleFor reports the wrapped limiter idle when its bucket is full (no
