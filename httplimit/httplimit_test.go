@@ -233,7 +233,7 @@ func TestTransportFailFastAndSynthetic(t *testing.T) {
 	req, _ := http.NewRequest("POST", srv.URL, body)
 	_, err := tr.RoundTrip(req)
 	var rl *httplimit.RateLimitedError
-	if !errors.Is(err, httplimit.ErrRateLimited) || !errors.As(err, &rl) || rl.RetryAfter != time.Second {
+	if !errors.Is(err, httplimit.ErrRateLimited) || !errors.As(err, &rl) || !retryIs(rl, time.Second, time.Second) {
 		t.Fatalf("third request: %v, want ErrRateLimited with RetryAfter 1s", err)
 	}
 	if hits.Load() != 2 || !body.closed || body.read {
@@ -278,7 +278,7 @@ func TestTransportLearnsFromUpstream(t *testing.T) {
 		resp.Body.Close()
 		_, err = tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
 		var rl *httplimit.RateLimitedError
-		if !errors.As(err, &rl) || rl.RetryAfter < 118*time.Second || rl.RetryAfter > 120*time.Second || hits.Load() != 1 {
+		if !errors.As(err, &rl) || !retryIs(rl, 118*time.Second, 120*time.Second) || hits.Load() != 1 {
 			t.Errorf("%s: %v, hits %d; want a local refusal for about 120s and no second request", c.name, err, hits.Load())
 		}
 		// In Wait mode a deadline before the pause's end is refused at once.
@@ -302,9 +302,21 @@ func TestTransportHoldsConcurrencyUntilBodyClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	io.ReadAll(first.Body) // read, but not closed: the permit is still held
-	if _, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil)); !errors.Is(err, httplimit.ErrRateLimited) {
+	_, err = tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
+	var rl *httplimit.RateLimitedError
+	if !errors.As(err, &rl) {
 		t.Fatalf("second request with the first body open: %v, want refused", err)
 	}
+	if d, ok := rl.RetryAfter(); ok {
+		t.Errorf("a concurrency refusal's RetryAfter = %v, want unknown", d)
+	}
+	tr.Synthetic429 = true
+	resp, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" {
+		t.Fatalf("synthetic 429 of a concurrency refusal: %v, %v; want a 429 without Retry-After", resp, err)
+	}
+	resp.Body.Close()
+	tr.Synthetic429 = false
 	first.Body.Close()
 	first.Body.Close()
 	second, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
@@ -511,4 +523,10 @@ func TestMiddlewareKeyedOfAnyKind(t *testing.T) {
 	if w := serve(none, "192.0.2.1:1", nil); w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("a KeyedFunc without a limiter: %d, want 503", w.Code)
 	}
+}
+
+// retryIs reports whether e's RetryAfter is known and in [lo, hi].
+func retryIs(e *httplimit.RateLimitedError, lo, hi time.Duration) bool {
+	d, ok := e.RetryAfter()
+	return ok && d >= lo && d <= hi
 }

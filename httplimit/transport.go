@@ -21,14 +21,21 @@ var ErrRateLimited = errors.New("httplimit: rate limited")
 
 // RateLimitedError says why a request was not sent and when to retry.
 type RateLimitedError struct {
-	Host       string
-	RetryAfter time.Duration // 0 when unknown
+	Host       string // the request's key (its URL's host by default)
 	Reason     ratelimit.Reason
+	retryAfter time.Duration // negative: unknown
+}
+
+// RetryAfter is how long until the request could be sent, as a refused
+// lease's RetryAfter says: ok is false when that is not known (a
+// concurrency limit).
+func (e *RateLimitedError) RetryAfter() (d time.Duration, ok bool) {
+	return max(e.retryAfter, 0), e.retryAfter >= 0
 }
 
 func (e *RateLimitedError) Error() string {
-	if e.RetryAfter > 0 {
-		return fmt.Sprintf("httplimit: %s: %v, retry after %v", e.Host, e.Reason, e.RetryAfter)
+	if d, ok := e.RetryAfter(); ok {
+		return fmt.Sprintf("httplimit: %s: %v, retry after %v", e.Host, e.Reason, d)
 	}
 	return fmt.Sprintf("httplimit: %s: %v", e.Host, e.Reason)
 }
@@ -113,7 +120,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if !lease.Acquired() {
-		d, _ := lease.RetryAfter()
+		d, ok := lease.RetryAfter()
+		if !ok {
+			d = -1
+		}
 		return t.refuse(req, key, d, lease.Reason(), nil)
 	}
 	base := t.Base
@@ -148,7 +158,8 @@ func (t *Transport) pause(req *http.Request, wait time.Duration) error {
 	return base.Sleep(req.Context(), t.Clock, wait)
 }
 
-// refuse answers a request that is not sent: an error, or a synthetic 429.
+// refuse answers a request that is not sent, which could be in d (negative:
+// unknown): an error, or a synthetic 429.
 func (t *Transport) refuse(req *http.Request, key string, d time.Duration, reason ratelimit.Reason, cause error) (*http.Response, error) {
 	closeBody(req)
 	if cause != nil && !errors.Is(cause, ErrRateLimited) {
@@ -156,7 +167,7 @@ func (t *Transport) refuse(req *http.Request, key string, d time.Duration, reaso
 	}
 	if t.Synthetic429 {
 		h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
-		if d > 0 {
+		if d >= 0 {
 			h.Set("Retry-After", strconv.FormatInt(ceilSeconds(d), 10))
 		}
 		body := "rate limited by the client\n"
@@ -166,7 +177,7 @@ func (t *Transport) refuse(req *http.Request, key string, d time.Duration, reaso
 			Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
 		}, nil
 	}
-	return nil, &RateLimitedError{Host: key, RetryAfter: d, Reason: reason}
+	return nil, &RateLimitedError{Host: key, Reason: reason, retryAfter: d}
 }
 
 func closeBody(req *http.Request) {
