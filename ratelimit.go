@@ -108,10 +108,14 @@ func (o QueueOrder) String() string {
 	return fmt.Sprintf("QueueOrder(%d)", uint8(o))
 }
 
-// Queue configures how Wait queues requests that cannot be granted at once.
-// The zero value means no queue: Wait refuses at once when it would have to wait.
+// Queue configures how Wait waits for permits that are not available at
+// once. The zero value queues waiters in arrival order with no bound but
+// their contexts: Wait waits its turn until ctx is done, as x/time/rate's
+// WaitN does. (A caller that must not wait calls Acquire.)
 type Queue struct {
-	// Limit is the most permits (not requests) that may wait at once.
+	// Limit is the most permits (not requests) that may wait at once: a
+	// Wait that would queue more is refused at once (ReasonQueueFull).
+	// Zero means no limit.
 	Limit int
 	// Order is the serving order; the zero value is OldestFirst.
 	Order QueueOrder

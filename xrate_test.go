@@ -28,10 +28,10 @@ func TestFromRate(t *testing.T) {
 	if _, err := l.Wait(bg, 3); !errors.Is(err, ratelimit.ErrExceedsLimit) {
 		t.Fatalf("Wait(3): %v", err)
 	}
-	ctx, cancel := context.WithTimeout(bg, time.Millisecond)
+	ctx, cancel := context.WithTimeout(bg, 30*time.Millisecond) // the 2 tokens are about 200ms away
 	defer cancel()
 	if w, err := l.Wait(ctx, 2); err != nil || w.Reason() != ratelimit.ReasonDeadline {
-		t.Fatalf("Wait with 1ms left: %v, %v; want ReasonDeadline at once", w, err)
+		t.Fatalf("Wait with 30ms left: %v, %v; want ReasonDeadline at once", w, err)
 	}
 	if w, err := l.Wait(bg, 1); err != nil || !w.Acquired() {
 		t.Fatalf("Wait(1): %v, %v; want granted after about 100ms", w, err)

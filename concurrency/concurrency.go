@@ -18,7 +18,8 @@ import (
 type Config struct {
 	// Limit is the most permits held at once. Required.
 	Limit int
-	// Queue configures Wait; the zero value disables queueing.
+	// Queue configures Wait; the zero value waits in arrival order, as
+	// long as the ctx of each Wait allows (see ratelimit.Queue).
 	Queue ratelimit.Queue
 }
 

@@ -26,7 +26,8 @@ type Config struct {
 	// Window is the window length; windows start at multiples of Window since
 	// the Unix epoch. Required.
 	Window time.Duration
-	// Queue configures Wait; the zero value disables queueing.
+	// Queue configures Wait; the zero value waits in arrival order, as
+	// long as the ctx of each Wait allows (see ratelimit.Queue).
 	Queue ratelimit.Queue
 }
 

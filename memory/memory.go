@@ -451,7 +451,7 @@ func (l *limiter[S, T, M]) enqueue(ctx context.Context, p int64) (w *waiter, lea
 	if l.head != nil && l.k.queue.Order == ratelimit.OldestFirst {
 		d = l.behindQueue(now, p)
 	}
-	limit := int64(l.k.queue.Limit)
+	limit := check.QueueLimit(l.k.queue)
 	if p > limit || (l.k.queue.Order == ratelimit.OldestFirst && l.queued()+p > limit) {
 		return nil, l.refuse(d, p, ratelimit.ReasonQueueFull), nil
 	}

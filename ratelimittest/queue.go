@@ -22,6 +22,16 @@ type Limiter interface {
 // RunQueue runs the Wait, queue and lifecycle scenarios against limiters
 // built by f, which must implement Limiter, in the spirit of .NET's shared
 // rate limiter test contract.
+//
+// RunQueue does not sleep to learn that a Wait it started has queued: it
+// reads Stats().Queued again whenever the Wait calls its context's Done
+// method (as a Wait does when it is about to block), a timer is set,
+// stopped or run on the clock, or a Wait returns, and fails the scenario
+// when none of these shows the Wait queued or answered within 5s. Only for
+// a Wait(ctx, 0), which Stats does not count, does it give an answer a
+// while (20ms) of real time to come: to check that it does not come at
+// once on an exhausted limiter, and at each freeing step once a permit is
+// available.
 func RunQueue(t *testing.T, f Factory, opts ...Option) {
 	s := newSuite(f, opts)
 	for _, a := range Algorithms() {
@@ -57,6 +67,8 @@ type env struct {
 	clock *Clock
 	l     Limiter
 	held  []ratelimit.Lease
+	// answered is poked after every answer to a Wait the env started.
+	answered chan struct{}
 }
 
 func newEnv(t *testing.T, s *suite, a Algorithm, limit int, q ratelimit.Queue) *env {
@@ -65,7 +77,7 @@ func newEnv(t *testing.T, s *suite, a Algorithm, limit int, q ratelimit.Queue) *
 	if !ok {
 		t.Fatalf("RunQueue: the factory's limiter does not implement ratelimittest.Limiter")
 	}
-	return &env{t: t, a: a, clock: clock, l: l}
+	return &env{t: t, a: a, clock: clock, l: l, answered: make(chan struct{}, 1)}
 }
 
 // exhaust takes every available permit, one at a time, keeping the leases.
@@ -107,10 +119,88 @@ type result struct {
 	err   error
 }
 
+// bound is how long the kit waits for a Wait to queue or be answered
+// before it fails the test: it never has to wait that long, since it is
+// woken by what the limiter does rather than polling.
+const bound = 5 * time.Second
+
+// grace is how long answeredWithin gives an answer to arrive where no
+// signal can tell whether one is coming: that a goroutine will not return
+// cannot be observed.
+const grace = 20 * ms
+
 type pending struct {
-	t  *testing.T
-	ch chan result
-	r  *result
+	t       *testing.T
+	permits int64
+	ch      chan result
+	r       *result
+	// blocked is poked each time the Wait calls its context's Done
+	// method, as a Wait does when it is about to block; sawBlocked records
+	// that await received such a poke.
+	blocked    chan struct{}
+	sawBlocked bool
+}
+
+// watchedCtx is the context a Wait started by the kit is given: its own
+// but for Done, which pokes done first. A Wait that blocks calls Done for
+// the channel it blocks on, after it has queued (memory's does), so the
+// poke tells the kit when to look at Stats again.
+type watchedCtx struct {
+	context.Context
+	done chan<- struct{}
+}
+
+func (c watchedCtx) Done() <-chan struct{} {
+	poke(c.done)
+	return c.Context.Done()
+}
+
+// poke leaves a token in ch, a channel of capacity 1, unless one is there
+// already: whoever receives it looks again at what may have changed since
+// it last looked, so no change goes unseen.
+func poke(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// start starts Wait(ctx, permits) in a goroutine of its own.
+func (e *env) start(ctx context.Context, permits int) *pending {
+	p := &pending{t: e.t, permits: int64(permits), ch: make(chan result, 1), blocked: make(chan struct{}, 1)}
+	ctx = watchedCtx{ctx, p.blocked}
+	go func() {
+		lease, err := e.l.Wait(ctx, permits)
+		p.ch <- result{lease, err}
+		poke(e.answered)
+	}()
+	return p
+}
+
+// await returns true once cond reports true or p is answered, and false
+// after bound. It does not poll: it checks cond again after each event
+// that may have changed it (p's Wait calling its context's Done, a change
+// of the clock's pending timers, a Wait of the env answered).
+func (e *env) await(p *pending, cond func() bool) bool {
+	timeout := time.NewTimer(bound)
+	defer timeout.Stop()
+	for {
+		changed := e.clock.timersChanged() // before looking, so no change is missed
+		if cond() || p.answered() {
+			return true
+		}
+		select {
+		case r := <-p.ch:
+			p.r = &r
+			return true
+		case <-p.blocked:
+			p.sawBlocked = true
+		case <-changed:
+		case <-e.answered:
+		case <-timeout.C:
+			return false
+		}
+	}
 }
 
 // wait starts Wait(ctx, permits) and returns once it is queued (Stats shows
@@ -124,30 +214,89 @@ func (e *env) wait(ctx context.Context, permits int) *pending {
 // permits in all, or the Wait is answered.
 func (e *env) waitQueued(ctx context.Context, permits int, queued int64) *pending {
 	e.t.Helper()
-	p := &pending{t: e.t, ch: make(chan result, 1)}
-	go func() {
-		lease, err := e.l.Wait(ctx, permits)
-		p.ch <- result{lease, err}
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for e.l.Stats().Queued != queued && !p.answered() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("Wait(%d) neither queued nor answered within 5s", permits)
-		}
-		time.Sleep(50 * time.Microsecond)
+	p := e.start(ctx, permits)
+	var q int64
+	if !e.await(p, func() bool { q = e.l.Stats().Queued; return q == queued }) {
+		e.t.Fatalf("Wait(%d) neither queued nor answered within %v: Stats().Queued = %d, want %d "+
+			"(RunQueue looks at Stats again when the Wait calls its context's Done method, "+
+			"a timer is set, stopped or run on the clock, or a Wait returns)", permits, bound, q, queued)
 	}
 	return p
 }
 
-// answeredSoon reports whether the answer comes within 5ms: the waiter's
-// goroutine receives it after the step that served it returns.
-func (p *pending) answeredSoon() bool {
-	for deadline := time.Now().Add(5 * ms); !p.answered(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
+// waitBlocked starts Wait(ctx, permits) and returns once it is answered or
+// has called its context's Done method to block on it. It is for a Wait
+// that Stats does not show queued: Wait(ctx, 0).
+func (e *env) waitBlocked(ctx context.Context, permits int) *pending {
+	e.t.Helper()
+	p := e.start(ctx, permits)
+	if !e.await(p, func() bool { return p.sawBlocked }) {
+		e.t.Fatalf("Wait(%d) neither answered nor blocked on its context's Done channel within %v", permits, bound)
+	}
+	return p
+}
+
+// firstAnswer returns once one of ps is answered.
+func (e *env) firstAnswer(ps ...*pending) {
+	e.t.Helper()
+	timeout := time.NewTimer(bound)
+	defer timeout.Stop()
+	for {
+		for _, p := range ps {
+			if p.answered() {
+				return
+			}
+		}
+		select {
+		case <-e.answered:
+		case <-timeout.C:
+			e.t.Fatalf("none of %d waiters answered within %v", len(ps), bound)
 		}
 	}
-	return true
+}
+
+// settled returns once every answer the limiter has given to ps (waiters
+// of at least one permit each, queued or answered) has arrived: Stats
+// counts the permits of the waiters still queued, so while it shows fewer
+// than those of the waiters not answered yet, an answer is on its way.
+func (e *env) settled(ps []*pending) {
+	e.t.Helper()
+	timeout := time.NewTimer(bound)
+	defer timeout.Stop()
+	for {
+		var waiting int64
+		for _, p := range ps {
+			if !p.answered() {
+				waiting += p.permits
+			}
+		}
+		q := e.l.Stats().Queued
+		if q >= waiting {
+			return
+		}
+		select {
+		case <-e.answered:
+		case <-timeout.C:
+			e.t.Fatalf("Stats().Queued = %d for %d permits of waiters not answered within %v", q, waiting, bound)
+		}
+	}
+}
+
+// answeredWithin reports whether p is answered within d of real time,
+// returning as soon as it is.
+func (p *pending) answeredWithin(d time.Duration) bool {
+	if p.answered() {
+		return true
+	}
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	select {
+	case r := <-p.ch:
+		p.r = &r
+		return true
+	case <-timeout.C:
+		return false
+	}
 }
 
 func (p *pending) answered() bool {
@@ -163,15 +312,17 @@ func (p *pending) answered() bool {
 	}
 }
 
-// result waits for the answer (5s at most).
+// result waits for the answer (bound at most).
 func (p *pending) result() (ratelimit.Lease, error) {
 	p.t.Helper()
 	if p.r == nil {
+		timeout := time.NewTimer(bound)
+		defer timeout.Stop()
 		select {
 		case r := <-p.ch:
 			p.r = &r
-		case <-time.After(5 * time.Second):
-			p.t.Fatalf("no answer from Wait within 5s")
+		case <-timeout.C:
+			p.t.Fatalf("no answer from Wait within %v", bound)
 		}
 	}
 	return p.r.lease, p.r.err
@@ -221,12 +372,13 @@ func testWaitGrantsAtOnce(t *testing.T, s *suite, a Algorithm) {
 	e.held = append(e.held, lease)
 	// Wait(ctx, 0) waits, without a queue, until a permit is available,
 	// and takes nothing.
-	p := e.wait(bg, 0)
-	time.Sleep(20 * ms)
-	if p.answered() {
+	p := e.waitBlocked(bg, 0)
+	if p.answeredWithin(grace) {
 		t.Fatalf("Wait(0) on an exhausted limiter answered at once: %v; want it to wait", p.r.lease)
 	}
-	e.freeUntil(p.answeredSoon)
+	// Stats does not count a Wait(0) as queued: its answer is looked for
+	// once the permit it waits for is available.
+	e.freeUntil(func() bool { return e.l.Stats().Available >= 1 && p.answeredWithin(grace) })
 	p.wantGranted()
 	if g := mustAcquire(t, e.l, 1); !g.Acquired() {
 		t.Fatalf("Acquire(1) after Wait(0): %v, want granted (Wait(0) takes nothing)", g)
@@ -243,10 +395,7 @@ func queueOrder(t *testing.T, s *suite, a Algorithm, order ratelimit.QueueOrder)
 	e.wantQueued(4)
 	e.freeUntil(e.queuedBelow(4))
 	e.wantQueued(2) // one served, the other still waits
-	deadline := time.Now().Add(5 * time.Second)
-	for !pa.answered() && !pb.answered() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Microsecond)
-	}
+	e.firstAnswer(pa, pb)
 	switch {
 	case pa.answered() && !pb.answered():
 		pa.wantGranted()
@@ -504,11 +653,16 @@ func testInterleavings(t *testing.T, s *suite, a Algorithm) {
 		// settle collects the answers of waiters answered so far, and
 		// checks that none was served while an earlier one still waits.
 		settle := func() {
+			ps := make([]*pending, len(queue))
+			for i, w := range queue {
+				ps[i] = w.p
+			}
+			e.settled(ps)
 			var grantedSeqs []int
 			kept := queue[:0]
 			for _, w := range queue {
 				due := !w.deadline.IsZero() && !e.clock.Now().Before(w.deadline)
-				if !w.p.answered() && !(due && w.p.answeredSoon()) {
+				if !w.p.answered() {
 					if keepsDeadline && due {
 						t.Fatalf("trial %d: waiter %d not served by its deadline", trial, w.seq)
 					}
@@ -524,7 +678,7 @@ func testInterleavings(t *testing.T, s *suite, a Algorithm) {
 			queue = kept
 			for _, g := range grantedSeqs {
 				for _, w := range queue {
-					if inOrder && w.seq < g && !w.p.answeredSoon() {
+					if inOrder && w.seq < g && !w.p.answered() {
 						t.Fatalf("trial %d: waiter %d served while the earlier waiter %d waits", trial, g, w.seq)
 					}
 				}

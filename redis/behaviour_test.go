@@ -283,13 +283,33 @@ func TestWaitWindowSleepsAndRetries(t *testing.T) {
 	if lease := <-done; !lease.Acquired() {
 		t.Fatalf("Wait after the window: %v", lease)
 	}
-	// Without a queue Wait refuses at once.
-	noq := mustNew(t, c, "fwq", fixedwindow.Config{Limit: 1, Window: time.Second}, redis.WithClock(clock))
-	noq.Acquire(bg, 1)
-	if lease, _ := noq.Wait(bg, 1); lease.Reason() != ratelimit.ReasonQueueFull {
-		t.Fatalf("Wait with no queue: %v, want ReasonQueueFull", lease)
+	// The zero Queue waits too: a deadline before the window's end is
+	// refused at once (ReasonDeadline), and a later one is granted.
+	noq := mustNew(t, c, "fwq", fixedwindow.Config{Limit: 2, Window: time.Second}, redis.WithClock(clock))
+	noq.Acquire(bg, 2)
+	short, cancel := context.WithDeadline(bg, clock.Now().Add(500*time.Millisecond))
+	defer cancel()
+	if lease, _ := noq.Wait(short, 1); lease.Reason() != ratelimit.ReasonDeadline {
+		t.Fatalf("Wait with the zero Queue and a short deadline: %v, want ReasonDeadline", lease)
+	}
+	go func() { lease, _ := noq.Wait(bg, 1); done <- lease }()
+	for clock.Pending() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	clock.Advance(1100 * time.Millisecond)
+	if lease := <-done; !lease.Acquired() {
+		t.Fatalf("Wait with the zero Queue, after the window: %v", lease)
+	}
+	// More permits than Queue.Limit are refused at once.
+	q1 := mustNew(t, c, "fwq1", fixedwindow.Config{Limit: 2, Window: time.Second, Queue: ratelimit.Queue{Limit: 1}}, redis.WithClock(clock))
+	q1.Acquire(bg, 2)
+	if lease, _ := q1.Wait(bg, 2); lease.Reason() != ratelimit.ReasonQueueFull {
+		t.Fatalf("Wait(2) with Queue.Limit 1: %v, want ReasonQueueFull", lease)
 	}
 	// Close wakes a sleeping waiter.
+	if lease, _ := l.Acquire(bg, 1); !lease.Acquired() {
+		t.Fatalf("Acquire in a new window: %v", lease)
+	}
 	go func() { lease, _ := l.Wait(bg, 1); done <- lease }()
 	for clock.Pending() == 0 {
 		time.Sleep(100 * time.Microsecond)

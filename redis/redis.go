@@ -388,7 +388,7 @@ func NewFactory(client goredis.UniversalClient, cfg ratelimit.Config, opts ...Op
 		}
 		s.script, s.reserves, s.suffixes = tokenBucketScript, true, []string{":tb"}
 		s.unlimited = c.Rate == rate.Inf
-		s.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'f', -1, 64), c.Burst, period, c.PerPeriod, c.Queue.Limit, int(c.Queue.Order)}
+		s.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'f', -1, 64), c.Burst, period, c.PerPeriod, check.QueueLimit(c.Queue), int(c.Queue.Order)}
 	case *fixedwindow.Config:
 		return NewFactory(client, *c, opts...)
 	case fixedwindow.Config:
@@ -744,7 +744,7 @@ func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 		if err != nil || lease.Acquired() || lease.Reason() == ratelimit.ReasonUnavailable {
 			return lease, err
 		}
-		if permits > 0 && int64(permits) > int64(l.queue.Limit) {
+		if int64(permits) > check.QueueLimit(l.queue) {
 			return l.refusedAs(lease, ratelimit.ReasonQueueFull), nil
 		}
 		d, known := lease.RetryAfter()

@@ -31,7 +31,8 @@ type Config struct {
 	Limit int
 	// Window is the window length. Required.
 	Window time.Duration
-	// Queue configures Wait; the zero value disables queueing.
+	// Queue configures Wait; the zero value waits in arrival order, as
+	// long as the ctx of each Wait allows (see ratelimit.Queue).
 	Queue ratelimit.Queue
 }
 

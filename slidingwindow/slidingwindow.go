@@ -49,7 +49,8 @@ type Config struct {
 	// Segments splits the window for the segmented form; 0 selects the
 	// weighted two-window counter.
 	Segments int
-	// Queue configures Wait; the zero value disables queueing.
+	// Queue configures Wait; the zero value waits in arrival order, as
+	// long as the ctx of each Wait allows (see ratelimit.Queue).
 	Queue ratelimit.Queue
 }
 

@@ -60,7 +60,8 @@ type Config struct {
 	Period time.Duration
 	// PerPeriod is the number of tokens added each Period.
 	PerPeriod int
-	// Queue configures Wait; the zero value disables queueing.
+	// Queue configures Wait; the zero value waits in arrival order, as
+	// long as the ctx of each Wait allows (see ratelimit.Queue).
 	Queue ratelimit.Queue
 }
 

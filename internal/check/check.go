@@ -44,6 +44,16 @@ func Queue(pkg string, q ratelimit.Queue) error {
 	return Count(pkg, "Queue.Limit", q.Limit, 0)
 }
 
+// QueueLimit is the most permits q lets wait at once: q.Limit, or MaxLimit
+// (no bound in practice: the waiters' contexts bound their wait) when it
+// is zero.
+func QueueLimit(q ratelimit.Queue) int64 {
+	if q.Limit == 0 {
+		return MaxLimit
+	}
+	return int64(q.Limit)
+}
+
 // Earliest returns the smallest t in [lo, hi] for which ok(t) holds, given that
 // ok is monotone (false then true); hi when ok(hi) does not hold either.
 // guess is where to start. It calls ok at most about 4×63 times, whatever
