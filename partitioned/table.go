@@ -12,9 +12,12 @@ import (
 // place. Each shard indexes its partitions by key in an open-addressing
 // table of 8-byte slots (linear probing), where a Go map's slot would take
 // 25 bytes: a lookup reads one slot of a small table, then the partition
-// it names. BenchmarkPartitioned (bench/peers_test.go) is what keeps it: a
-// map per shard in its place takes more heap per key there, and makes
-// lookups in creation order slower.
+// it names. BenchmarkIndex (table_test.go) is what keeps it: against a Go
+// map per shard of records, on 1,000,000 keys, the table and its records
+// take about 59 bytes per key where the map and its records take 104, and
+// lookups in creation order take half the time (in random order, the
+// same). BenchmarkPartitioned (bench/peers_test.go) measures the whole
+// path, limiters included, against sethvargo/go-limiter.
 
 // partition is the limiter of one key, and the calls that hold it.
 type partition struct {
