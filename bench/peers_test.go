@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 
+	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/internal/redistest"
@@ -264,6 +265,10 @@ func BenchmarkRedisMemoryPerKey(b *testing.B) {
 // keys; and the heap per key of each. The keys are taken in the order they
 // were created (which lets the processor prefetch what was allocated in
 // that order) and in a random order (every key's state a cache miss).
+// limitkit-limiters-alone is the floor under limitkit's figures: Acquire
+// on the same memory limiters held in a slice, in the same orders, with no
+// key to look up (its heap per key is the limiter and its slot in the
+// slice).
 func BenchmarkPartitioned(b *testing.B) {
 	const keys = 1_000_000
 	ctx := context.Background()
@@ -311,6 +316,34 @@ func BenchmarkPartitioned(b *testing.B) {
 			}
 		}, func(k string) { p.Acquire(ctx, k, 1) })
 		p.Close()
+	})
+	b.Run("limitkit-limiters-alone", func(b *testing.B) {
+		f, _ := memory.NewFactory(tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})
+		created := make([]int, keys)
+		for i := range created {
+			created[i] = i
+		}
+		random := append([]int(nil), created...) // the permutation of shuffled
+		rand.New(rand.NewSource(1)).Shuffle(keys, func(i, j int) { random[i], random[j] = random[j], random[i] })
+		h0 := heap()
+		lims := make([]ratelimit.Limiter, keys)
+		for i := range lims {
+			lims[i], _ = f.ForKey(names[i])
+			lims[i].Acquire(ctx, 1)
+		}
+		perKey := float64(heap()-h0) / keys
+		for _, order := range []struct {
+			name string
+			at   []int
+		}{{"creation-order", created}, {"random-order", random}} {
+			b.Run(order.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					lims[order.at[i%keys]].Acquire(ctx, 1)
+				}
+				b.ReportMetric(perKey, "heap-B/key")
+			})
+		}
 	})
 	b.Run("go-limiter", func(b *testing.B) {
 		var store limiter.Store
