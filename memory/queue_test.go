@@ -150,7 +150,8 @@ func TestStatusChecksAreNotCounted(t *testing.T) {
 // decisions count only the permits still inside.
 func TestWaitRefusalKeepsWindowMoves(t *testing.T) {
 	clock := ratelimittest.NewClock()
-	l := newLimiter(t, slidingwindow.Config{Limit: 2, Window: time.Second, Segments: 2}, clock)
+	// Queue.Limit 1: the Wait of 2 below is refused at once.
+	l := newLimiter(t, slidingwindow.Config{Limit: 2, Window: time.Second, Segments: 2, Queue: ratelimit.Queue{Limit: 1}}, clock)
 	steps := []struct {
 		at   time.Duration
 		wait bool

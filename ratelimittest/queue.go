@@ -44,7 +44,7 @@ func RunQueue(t *testing.T, f Factory, opts ...Option) {
 			run("QueuesAndGrabsOldest", testGrabsOldest)
 			run("QueuesAndGrabsNewest", testGrabsNewest)
 			run("FailsWhenQueueFull", testQueueFull)
-			run("NoQueue", testNoQueue)
+			run("ZeroQueue", testZeroQueue)
 			run("DropsOldest", testDropsOldest)
 			run("BiggerThanQueue", testBiggerThanQueue)
 			run("CancelBeforeQueueing", testCancelBefore)
@@ -437,11 +437,16 @@ func testQueueFull(t *testing.T, s *suite, a Algorithm) {
 	}
 }
 
-func testNoQueue(t *testing.T, s *suite, a Algorithm) {
+// testZeroQueue: the zero Queue has no bound: a Wait on an exhausted
+// limiter waits its turn, and is served once permits come back.
+func testZeroQueue(t *testing.T, s *suite, a Algorithm) {
 	for _, order := range []ratelimit.QueueOrder{ratelimit.OldestFirst, ratelimit.NewestFirst} {
 		e := newEnv(t, s, a, 3, ratelimit.Queue{Order: order})
 		e.exhaust()
-		e.wantRetryAfter(e.wait(bg, 1).wantRefused(ratelimit.ReasonQueueFull))
+		p := e.wait(bg, 3)
+		e.wantQueued(3)
+		e.freeUntil(e.queuedBelow(3))
+		p.wantGranted()
 		e.wantQueued(0)
 	}
 }
