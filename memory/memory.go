@@ -109,27 +109,27 @@ func newBuilder(cfg ratelimit.Config, o options) (builder, error) {
 	switch c := cfg.(type) {
 	case tokenbucket.Config:
 		m, err := tokenbucket.NewModel(c)
-		return build[tokenbucket.State](m, err, c.Capacity(), c.QueueOptions(), o)
+		return build[tokenbucket.State](&m, err, c.Capacity(), c.QueueOptions(), o)
 	case *tokenbucket.Config:
 		return newBuilder(*c, o)
 	case fixedwindow.Config:
 		m, err := fixedwindow.NewModel(c)
-		return build[fixedwindow.State](m, err, c.Capacity(), c.QueueOptions(), o)
+		return build[fixedwindow.State](&m, err, c.Capacity(), c.QueueOptions(), o)
 	case *fixedwindow.Config:
 		return newBuilder(*c, o)
 	case slidingwindow.Config:
 		m, err := slidingwindow.NewModel(c)
-		return build[slidingwindow.State](m, err, c.Capacity(), c.QueueOptions(), o)
+		return build[slidingwindow.State](&m, err, c.Capacity(), c.QueueOptions(), o)
 	case *slidingwindow.Config:
 		return newBuilder(*c, o)
 	case slidinglog.Config:
 		m, err := slidinglog.NewModel(c)
-		return build[slidinglog.State](m, err, c.Capacity(), c.QueueOptions(), o)
+		return build[slidinglog.State](&m, err, c.Capacity(), c.QueueOptions(), o)
 	case *slidinglog.Config:
 		return newBuilder(*c, o)
 	case concurrency.Config:
 		m, err := concurrency.NewModel(c)
-		return build[concurrency.State](m, err, c.Capacity(), c.QueueOptions(), o)
+		return build[concurrency.State](&m, err, c.Capacity(), c.QueueOptions(), o)
 	case *concurrency.Config:
 		return newBuilder(*c, o)
 	}
@@ -142,13 +142,6 @@ type model[S any] interface {
 	Step(s S, now, permits int64) (S, ratelimit.Decision)
 	Available(s S, now int64) int64
 	InitialAt(s S) int64
-}
-
-// modelPtr is a pointer to a model of type T, whose methods take pointer
-// receivers: the engine calls them without copying the model.
-type modelPtr[S, T any] interface {
-	*T
-	model[S]
 }
 
 // reserver is a model whose Wait takes permits ahead of time (token bucket).
@@ -194,8 +187,8 @@ func apply(opts []Option) options {
 
 // kind is what the limiters of one config share: the model and the
 // settings. It does not change after build.
-type kind[S, T any, M modelPtr[S, T]] struct {
-	model    T
+type kind[S any] struct {
+	model    model[S]
 	reserver reserver[S] // nil unless the model reserves
 	refunder refunder[S] // nil unless the model takes grants back
 	releaser releaser[S] // nil unless the model holds permits
@@ -207,19 +200,20 @@ type kind[S, T any, M modelPtr[S, T]] struct {
 	infos    leases.Infos
 }
 
-// pair is a limiter allocated with its kind: New's one allocation.
-type pair[S, T any, M modelPtr[S, T]] struct {
-	l limiter[S, T, M]
-	k kind[S, T, M]
+// pair is a limiter allocated with its kind, as New makes its first.
+type pair[S any] struct {
+	l limiter[S]
+	k kind[S]
 }
 
-func build[S, T any, M modelPtr[S, T]](m T, err error, capacity int64, queue ratelimit.Queue, o options) (*pair[S, T, M], error) {
+// build makes the first limiter of m, a pointer to an algorithm's Model,
+// with the kind they share.
+func build[S any](m model[S], err error, capacity int64, queue ratelimit.Queue, o options) (*pair[S], error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pair[S, T, M]{k: kind[S, T, M]{model: m, capacity: capacity, queue: queue, clock: o.clock, infos: leases.MakeInfos(capacity)}}
-	// Asserted on a pointer to the model already on the heap: no copy is boxed.
-	mp := any(&p.k.model)
+	p := &pair[S]{k: kind[S]{model: m, capacity: capacity, queue: queue, clock: o.clock, infos: leases.MakeInfos(capacity)}}
+	mp := any(m)
 	p.k.reserver, _ = mp.(reserver[S])
 	p.k.refunder, _ = mp.(refunder[S])
 	p.k.releaser, _ = mp.(releaser[S])
@@ -231,17 +225,17 @@ func build[S, T any, M modelPtr[S, T]](m T, err error, capacity int64, queue rat
 	return p, nil
 }
 
-func (p *pair[S, T, M]) first() Limiter { return &p.l }
+func (p *pair[S]) first() Limiter { return &p.l }
 
-func (p *pair[S, T, M]) next() Limiter {
-	l := new(limiter[S, T, M])
+func (p *pair[S]) next() Limiter {
+	l := new(limiter[S])
 	l.init(&p.k)
 	return l
 }
 
-func (l *limiter[S, T, M]) init(k *kind[S, T, M]) {
+func (l *limiter[S]) init(k *kind[S]) {
 	l.k = k
-	l.state = M(&k.model).Initial()
+	l.state = k.model.Initial()
 	l.emptied = l.now()
 }
 
@@ -254,26 +248,26 @@ var (
 // limiter is the engine shared by all algorithms: the state of one limiter,
 // kept small (a partitioned limiter holds many). Every field below mu is
 // guarded by mu.
-type limiter[S, T any, M modelPtr[S, T]] struct {
-	k *kind[S, T, M]
+type limiter[S any] struct {
+	k *kind[S]
 
 	mu      sync.Mutex
 	closed  bool
 	state   S
 	head    *waiter         // oldest waiter
-	x       *extra[S, T, M] // allocated on first use
+	x       *extra[S] // allocated on first use
 	emptied int64           // last instant the queue became empty or, for releasers, nothing was held (or creation); or idleSinceUnknown
 	granted uint64
 	refused uint64
 }
 
 // extra is the state only queues and releases need.
-type extra[S, T any, M modelPtr[S, T]] struct {
+type extra[S any] struct {
 	tail    *waiter // newest waiter
 	queued  int64   // permits queued
 	timer   ratelimit.Timer
 	timerAt int64            // instant the timer is set for; 0 when not set
-	free    *handle[S, T, M] // released handles, for reuse
+	free    *handle[S] // released handles, for reuse
 	// gen counts the changes of the queue and of what it waits for (a
 	// waiter in or out, a refund, a release); behind caches behindQueue's
 	// answer for the generation it was computed in.
@@ -288,15 +282,15 @@ type behind struct {
 }
 
 // ext returns l.x, allocating it on first use. Requires l.mu.
-func (l *limiter[S, T, M]) ext() *extra[S, T, M] {
+func (l *limiter[S]) ext() *extra[S] {
 	if l.x == nil {
-		l.x = new(extra[S, T, M])
+		l.x = new(extra[S])
 	}
 	return l.x
 }
 
 // queued is the number of permits queued. Requires l.mu.
-func (l *limiter[S, T, M]) queued() int64 {
+func (l *limiter[S]) queued() int64 {
 	if l.x == nil {
 		return 0
 	}
@@ -304,7 +298,7 @@ func (l *limiter[S, T, M]) queued() int64 {
 }
 
 // now requires nothing; under mu its readings never go backwards.
-func (l *limiter[S, T, M]) now() int64 {
+func (l *limiter[S]) now() int64 {
 	if l.k.clock == nil {
 		return startUnix + int64(time.Since(start))
 	}
@@ -312,7 +306,7 @@ func (l *limiter[S, T, M]) now() int64 {
 }
 
 // until is the time left before deadline.
-func (l *limiter[S, T, M]) until(deadline time.Time) time.Duration {
+func (l *limiter[S]) until(deadline time.Time) time.Duration {
 	if l.k.clock == nil {
 		return time.Until(deadline)
 	}
@@ -337,7 +331,7 @@ type waiter struct {
 // refills nothing for it, windows count it in their newest segment or
 // window, the sliding log records it at its newest entry), so it is never
 // granted more than a moment later would be.
-func (l *limiter[S, T, M]) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
+func (l *limiter[S]) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	if permits < 0 || int64(permits) > l.k.capacity {
 		return ratelimit.Lease{}, base.CheckPermits(permits, l.k.capacity)
 	}
@@ -359,7 +353,7 @@ func (l *limiter[S, T, M]) Acquire(ctx context.Context, permits int) (ratelimit.
 }
 
 // acquireSlow is Acquire on a closed limiter or a non-empty queue.
-func (l *limiter[S, T, M]) acquireSlow(p int64) (ratelimit.Lease, error) {
+func (l *limiter[S]) acquireSlow(p int64) (ratelimit.Lease, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -380,7 +374,7 @@ func (l *limiter[S, T, M]) acquireSlow(p int64) (ratelimit.Lease, error) {
 // 0) waits until at least one permit is available and takes nothing; it
 // queues (behind the waiters already there) whatever the queue limit,
 // since it holds no permits.
-func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	if permits < 0 || int64(permits) > l.k.capacity {
 		return ratelimit.Lease{}, base.CheckPermits(permits, l.k.capacity)
 	}
@@ -393,7 +387,7 @@ func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lea
 	}
 	l.mu.Lock()
 	if !l.closed && l.head == nil {
-		st, d := M(&l.k.model).Step(l.state, now, int64(permits))
+		st, d := l.k.model.Step(l.state, now, int64(permits))
 		if d.Granted {
 			l.state = st
 			lease := l.lease(d, now, int64(permits))
@@ -431,7 +425,7 @@ func (l *limiter[S, T, M]) Wait(ctx context.Context, permits int) (ratelimit.Lea
 }
 
 // enqueue answers at once (w == nil) or queues a waiter.
-func (l *limiter[S, T, M]) enqueue(ctx context.Context, p int64) (w *waiter, lease ratelimit.Lease, err error) {
+func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease ratelimit.Lease, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -442,7 +436,7 @@ func (l *limiter[S, T, M]) enqueue(ctx context.Context, p int64) (w *waiter, lea
 	var d ratelimit.Decision
 	if l.head == nil || l.k.queue.Order == ratelimit.NewestFirst || p == 0 {
 		var st S
-		st, d = M(&l.k.model).Step(l.state, now, p)
+		st, d = l.k.model.Step(l.state, now, p)
 		l.state = st // a refusal keeps what left the window
 		if d.Granted {
 			return nil, l.lease(d, now, p), nil
@@ -503,7 +497,7 @@ func (l *limiter[S, T, M]) enqueue(ctx context.Context, p int64) (w *waiter, lea
 // all but the permits reserved behind it. A due instant only moves
 // earlier, so the instant a waiter was told still holds. Requires l.mu and
 // a reserver.
-func (l *limiter[S, T, M]) redue(now int64) {
+func (l *limiter[S]) redue(now int64) {
 	var owed int64 // permits reserved behind w
 	for w := l.x.tail; w != nil; w = w.prev {
 		need := -owed
@@ -520,8 +514,8 @@ func (l *limiter[S, T, M]) redue(now int64) {
 // had, each waiter served in order as soon as it can be. It changes no
 // state but dropping what left the window. Requires l.mu, and that the
 // queue's first waiter cannot be served now.
-func (l *limiter[S, T, M]) behindQueue(now, p int64) ratelimit.Decision {
-	m := M(&l.k.model)
+func (l *limiter[S]) behindQueue(now, p int64) ratelimit.Decision {
+	m := l.k.model
 	var d ratelimit.Decision
 	l.state, d = m.Step(l.state, now, 0) // the figures of now
 	d.Granted = false
@@ -546,8 +540,8 @@ func (l *limiter[S, T, M]) behindQueue(now, p int64) ratelimit.Decision {
 // replayQueue serves the queue, then p permits, on a copy of the state,
 // each as soon as it can be, and returns the instant p is served; -1 when
 // unknown (permits that come back on Release). Requires l.mu.
-func (l *limiter[S, T, M]) replayQueue(now, p int64) int64 {
-	m := M(&l.k.model)
+func (l *limiter[S]) replayQueue(now, p int64) int64 {
+	m := l.k.model
 	st := l.state
 	if l.k.cloner != nil {
 		st = l.k.cloner.Clone(st)
@@ -578,9 +572,9 @@ func (l *limiter[S, T, M]) replayQueue(now, p int64) int64 {
 }
 
 // take decides p permits now. Requires l.mu.
-func (l *limiter[S, T, M]) take(now, p int64) ratelimit.Lease {
+func (l *limiter[S]) take(now, p int64) ratelimit.Lease {
 	var d ratelimit.Decision
-	l.state, d = M(&l.k.model).Step(l.state, now, p)
+	l.state, d = l.k.model.Step(l.state, now, p)
 	return l.lease(d, now, p)
 }
 
@@ -588,7 +582,7 @@ func (l *limiter[S, T, M]) take(now, p int64) ratelimit.Lease {
 // grant's, whose token is the handle's generation for a releaser and the
 // instant of the grant otherwise (Refund reads it), or a refusal's
 // (ReasonLimit). A status check (p == 0) is not counted. Requires l.mu.
-func (l *limiter[S, T, M]) lease(d ratelimit.Decision, now, p int64) ratelimit.Lease {
+func (l *limiter[S]) lease(d ratelimit.Decision, now, p int64) ratelimit.Lease {
 	if !d.Granted {
 		return l.refuse(d, p, ratelimit.ReasonLimit)
 	}
@@ -605,7 +599,7 @@ func (l *limiter[S, T, M]) lease(d ratelimit.Decision, now, p int64) ratelimit.L
 
 // made is the instant the decision just made at now was made at, which a
 // grant's lease carries for Refund. Requires l.mu.
-func (l *limiter[S, T, M]) made(now int64) int64 {
+func (l *limiter[S]) made(now int64) int64 {
 	if l.k.refunder == nil {
 		return now
 	}
@@ -614,7 +608,7 @@ func (l *limiter[S, T, M]) made(now int64) int64 {
 
 // refuse counts a refusal of p permits (a status check, p == 0, is not
 // counted) and makes its lease. Requires l.mu.
-func (l *limiter[S, T, M]) refuse(d ratelimit.Decision, p int64, r ratelimit.Reason) ratelimit.Lease {
+func (l *limiter[S]) refuse(d ratelimit.Decision, p int64, r ratelimit.Reason) ratelimit.Lease {
 	d.Granted = false
 	if p > 0 {
 		l.refused++
@@ -624,11 +618,11 @@ func (l *limiter[S, T, M]) refuse(d ratelimit.Decision, p int64, r ratelimit.Rea
 
 // handle returns a handle for a lease of p permits, reused from the free
 // list when one is there. Requires l.mu.
-func (l *limiter[S, T, M]) handle(p int64) *handle[S, T, M] {
+func (l *limiter[S]) handle(p int64) *handle[S] {
 	x := l.ext()
 	h := x.free
 	if h == nil {
-		h = &handle[S, T, M]{owner: l}
+		h = &handle[S]{owner: l}
 		h.info = leases.GrantInfo(l.k.capacity, h)
 	} else {
 		x.free, h.next = h.next, nil
@@ -639,7 +633,7 @@ func (l *limiter[S, T, M]) handle(p int64) *handle[S, T, M] {
 
 // serve grants queued waiters, in queue order, while they fit, and sets the
 // timer for the first one that does not. Requires l.mu.
-func (l *limiter[S, T, M]) serve(now int64) {
+func (l *limiter[S]) serve(now int64) {
 	for l.head != nil {
 		w := l.head
 		if l.k.queue.Order == ratelimit.NewestFirst && l.k.reserver == nil {
@@ -651,7 +645,7 @@ func (l *limiter[S, T, M]) serve(now int64) {
 				l.arm(now, w.due)
 				return
 			}
-			_, d = M(&l.k.model).Step(l.state, now, 0) // the figures after the reservation
+			_, d = l.k.model.Step(l.state, now, 0) // the figures after the reservation
 			d.Granted = true
 			if w.permits > 0 { // the reservation took its tokens; count it
 				l.granted++
@@ -661,7 +655,7 @@ func (l *limiter[S, T, M]) serve(now int64) {
 			}
 		} else {
 			var st S
-			st, d = M(&l.k.model).Step(l.state, now, w.permits)
+			st, d = l.k.model.Step(l.state, now, w.permits)
 			l.state = st
 			if !d.Granted {
 				if d.RetryAfter >= 0 {
@@ -676,7 +670,7 @@ func (l *limiter[S, T, M]) serve(now int64) {
 }
 
 // arm sets the limiter's one timer to fire at instant at. Requires l.mu.
-func (l *limiter[S, T, M]) arm(now, at int64) {
+func (l *limiter[S]) arm(now, at int64) {
 	if l.x.timerAt == at {
 		return
 	}
@@ -694,7 +688,7 @@ func (l *limiter[S, T, M]) arm(now, at int64) {
 	l.x.timer.Reset(d)
 }
 
-func (l *limiter[S, T, M]) fire() {
+func (l *limiter[S]) fire() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.x.timerAt = 0
@@ -704,7 +698,7 @@ func (l *limiter[S, T, M]) fire() {
 }
 
 // push appends w at the queue's newest end. Requires l.mu.
-func (l *limiter[S, T, M]) push(w *waiter) {
+func (l *limiter[S]) push(w *waiter) {
 	l.ext()
 	w.prev, w.queued = l.x.tail, true
 	if l.x.tail == nil {
@@ -718,7 +712,7 @@ func (l *limiter[S, T, M]) push(w *waiter) {
 }
 
 // remove unlinks w from the queue. Requires l.mu.
-func (l *limiter[S, T, M]) remove(w *waiter, now int64) {
+func (l *limiter[S]) remove(w *waiter, now int64) {
 	if w.prev == nil {
 		l.head = w.next
 	} else {
@@ -738,9 +732,9 @@ func (l *limiter[S, T, M]) remove(w *waiter, now int64) {
 }
 
 // answer hands a waiter its lease; ch is buffered, so this never blocks.
-func (l *limiter[S, T, M]) answer(w *waiter, lease ratelimit.Lease) { w.ch <- lease }
+func (l *limiter[S]) answer(w *waiter, lease ratelimit.Lease) { w.ch <- lease }
 
-func (l *limiter[S, T, M]) Refund(_ context.Context, lease ratelimit.Lease, permits int) error {
+func (l *limiter[S]) Refund(_ context.Context, lease ratelimit.Lease, permits int) error {
 	if permits < 0 || int64(permits) > l.k.capacity {
 		return base.CheckPermits(permits, l.k.capacity)
 	}
@@ -771,11 +765,11 @@ func (l *limiter[S, T, M]) Refund(_ context.Context, lease ratelimit.Lease, perm
 	return nil
 }
 
-func (l *limiter[S, T, M]) Stats() ratelimit.Stats {
+func (l *limiter[S]) Stats() ratelimit.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return ratelimit.Stats{
-		Available: max(0, M(&l.k.model).Available(l.state, l.now())),
+		Available: max(0, l.k.model.Available(l.state, l.now())),
 		Queued:    l.queued(),
 		Granted:   l.granted,
 		Refused:   l.refused,
@@ -787,7 +781,7 @@ func (l *limiter[S, T, M]) Stats() ratelimit.Stats {
 // counts from its own call, a lower bound.
 const idleSinceUnknown = math.MinInt64
 
-func (l *limiter[S, T, M]) IdleFor() (time.Duration, bool) {
+func (l *limiter[S]) IdleFor() (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.head != nil {
@@ -797,14 +791,14 @@ func (l *limiter[S, T, M]) IdleFor() (time.Duration, bool) {
 	if l.emptied == idleSinceUnknown {
 		l.emptied = now
 	}
-	at := max(M(&l.k.model).InitialAt(l.state), l.emptied)
+	at := max(l.k.model.InitialAt(l.state), l.emptied)
 	if at == math.MaxInt64 || now < at {
 		return 0, false
 	}
 	return time.Duration(now - at), true
 }
 
-func (l *limiter[S, T, M]) Close() error {
+func (l *limiter[S]) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -826,7 +820,7 @@ func (l *limiter[S, T, M]) Close() error {
 // giveBack returns the permits of the lease that holds h with token and
 // recycles h; it does nothing when that lease was released already (h then
 // has another generation). l.x exists: the lease's handle was made by lease.
-func (l *limiter[S, T, M]) giveBack(h *handle[S, T, M], token uint64) {
+func (l *limiter[S]) giveBack(h *handle[S], token uint64) {
 	l.mu.Lock()
 	if h.gen != token {
 		l.mu.Unlock()
@@ -847,7 +841,7 @@ func (l *limiter[S, T, M]) giveBack(h *handle[S, T, M], token uint64) {
 	if l.head != nil {
 		l.serve(now)
 	}
-	if l.head == nil && M(&l.k.model).InitialAt(l.state) == math.MinInt64 {
+	if l.head == nil && l.k.model.InitialAt(l.state) == math.MinInt64 {
 		l.emptied = idleSinceUnknown // IdleFor reads the clock, not every release
 	}
 	l.mu.Unlock()
@@ -858,12 +852,12 @@ func (l *limiter[S, T, M]) giveBack(h *handle[S, T, M], token uint64) {
 // from older copies, which makes Release idempotent without an allocation
 // per lease. gen, permits and next are guarded by the owner's mu, which
 // Release takes anyway, so it costs no atomic operation of its own.
-type handle[S, T any, M modelPtr[S, T]] struct {
+type handle[S any] struct {
 	gen     uint64
 	permits int64
-	next    *handle[S, T, M]
-	owner   *limiter[S, T, M]
+	next    *handle[S]
+	owner   *limiter[S]
 	info    leases.Info // of the leases that hold it
 }
 
-func (h *handle[S, T, M]) Release(token uint64) { h.owner.giveBack(h, token) }
+func (h *handle[S]) Release(token uint64) { h.owner.giveBack(h, token) }
