@@ -254,9 +254,9 @@ type limiter[S any] struct {
 	mu      sync.Mutex
 	closed  bool
 	state   S
-	head    *waiter         // oldest waiter
+	head    *waiter   // oldest waiter
 	x       *extra[S] // allocated on first use
-	emptied int64           // last instant the queue became empty or, for releasers, nothing was held (or creation); or idleSinceUnknown
+	emptied int64     // last instant the queue became empty or, for releasers, nothing was held (or creation); or idleSinceUnknown
 	granted uint64
 	refused uint64
 }
@@ -266,7 +266,7 @@ type extra[S any] struct {
 	tail    *waiter // newest waiter
 	queued  int64   // permits queued
 	timer   ratelimit.Timer
-	timerAt int64            // instant the timer is set for; 0 when not set
+	timerAt int64      // instant the timer is set for; 0 when not set
 	free    *handle[S] // released handles, for reuse
 	// gen counts the changes of the queue and of what it waits for (a
 	// waiter in or out, a refund, a release); behind caches behindQueue's
