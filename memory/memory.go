@@ -841,8 +841,11 @@ func (l *limiter[S]) giveBack(h *handle[S], token uint64) {
 	if l.head != nil {
 		l.serve(now)
 	}
-	if l.head == nil && l.k.model.InitialAt(l.state) == math.MinInt64 {
-		l.emptied = idleSinceUnknown // IdleFor reads the clock, not every release
+	if l.head == nil {
+		// Perhaps nothing is held now: IdleFor reads the clock when asked
+		// (a lower bound of the time since), where a release would read it
+		// and ask the model every time.
+		l.emptied = idleSinceUnknown
 	}
 	l.mu.Unlock()
 }
