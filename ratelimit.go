@@ -121,17 +121,6 @@ type Queue struct {
 	Order QueueOrder
 }
 
-// Validate reports a negative Limit or an unknown Order.
-func (q Queue) Validate() error {
-	if q.Limit < 0 {
-		return fmt.Errorf("%w: Queue.Limit must be >= 0, got %d", ErrInvalidConfig, q.Limit)
-	}
-	if q.Order > NewestFirst {
-		return fmt.Errorf("%w: Queue.Order must be OldestFirst or NewestFirst, got %v", ErrInvalidConfig, q.Order)
-	}
-	return nil
-}
-
 // Stats is a snapshot of a limiter, from the optional method Stats() Stats.
 // Status checks (permits == 0) and calls that return an error are counted
 // in neither Granted nor Refused.

@@ -38,8 +38,8 @@ func Duration(pkg, field string, d time.Duration) error {
 
 // Queue checks a queue configuration.
 func Queue(pkg string, q ratelimit.Queue) error {
-	if err := q.Validate(); err != nil {
-		return fmt.Errorf("%s: %w", pkg, err)
+	if q.Order > ratelimit.NewestFirst {
+		return fmt.Errorf("%w: %s: Queue.Order must be OldestFirst or NewestFirst, got %v", ratelimit.ErrInvalidConfig, pkg, q.Order)
 	}
 	return Count(pkg, "Queue.Limit", q.Limit, 0)
 }
