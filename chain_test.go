@@ -76,9 +76,7 @@ func TestChainWaitHoldsNothingWhileSleeping(t *testing.T) {
 		}
 		done <- l
 	}()
-	for clock.Pending() == 0 { // the chain is asleep on the clock
-		time.Sleep(50 * time.Microsecond)
-	}
+	waitTimers(t, clock, 1) // the chain is asleep on the clock
 	if got := conc.Stats().Available; got != 1 {
 		t.Fatalf("concurrency permit held while sleeping: %d available, want 1", got)
 	}
@@ -386,9 +384,7 @@ func TestChainWaitStatus(t *testing.T) {
 		}
 		done <- l
 	}()
-	for clock.Pending() == 0 { // asleep on win's window
-		time.Sleep(50 * time.Microsecond)
-	}
+	waitTimers(t, clock, 1) // asleep on win's window
 	clock.Advance(time.Second)
 	select { // a status check queues no permits: give the chain time to reach conc
 	case l := <-done:
@@ -449,5 +445,16 @@ func TestChainIdleFor(t *testing.T) {
 	}
 	if _, ok := ratelimit.Chain().IdleFor(); ok {
 		t.Fatal("an empty (invalid) chain reports idle")
+	}
+}
+
+// waitTimers returns once n timers are pending on clock: n goroutines
+// asleep on it, say. It fails t after 5s.
+func waitTimers(t testing.TB, clock *ratelimittest.Clock, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := clock.WaitForTimers(ctx, n); err != nil {
+		t.Fatal(err)
 	}
 }

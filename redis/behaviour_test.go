@@ -228,9 +228,7 @@ func TestWaitTokenBucketReservesAcrossProcesses(t *testing.T) {
 			lease, err := l.Wait(bg, 2)
 			order <- res{name, lease, err}
 		}()
-		for clock.Pending() < pending {
-			time.Sleep(100 * time.Microsecond)
-		}
+		waitTimers(t, clock, pending)
 	}
 	wait("a", a, 1) // reserves 2 tokens: due in 200ms
 	wait("b", b, 2) // reserves 2 more: due in 400ms
@@ -256,9 +254,7 @@ func TestWaitTokenBucketReservesAcrossProcesses(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(bg)
 	done := make(chan error, 1)
 	go func() { _, err := a.Wait(ctx2, 2); done <- err }()
-	for clock.Pending() == 0 {
-		time.Sleep(100 * time.Microsecond)
-	}
+	waitTimers(t, clock, 1)
 	cancel2()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Wait: %v", err)
@@ -276,9 +272,7 @@ func TestWaitWindowSleepsAndRetries(t *testing.T) {
 	l.Acquire(bg, 1)
 	done := make(chan ratelimit.Lease, 1)
 	go func() { lease, _ := l.Wait(bg, 1); done <- lease }()
-	for clock.Pending() == 0 {
-		time.Sleep(100 * time.Microsecond)
-	}
+	waitTimers(t, clock, 1)
 	clock.Advance(1100 * time.Millisecond) // RetryAfter plus at most 10% jitter
 	if lease := <-done; !lease.Acquired() {
 		t.Fatalf("Wait after the window: %v", lease)
@@ -293,9 +287,7 @@ func TestWaitWindowSleepsAndRetries(t *testing.T) {
 		t.Fatalf("Wait with the zero Queue and a short deadline: %v, want ReasonDeadline", lease)
 	}
 	go func() { lease, _ := noq.Wait(bg, 1); done <- lease }()
-	for clock.Pending() == 0 {
-		time.Sleep(100 * time.Microsecond)
-	}
+	waitTimers(t, clock, 1)
 	clock.Advance(1100 * time.Millisecond)
 	if lease := <-done; !lease.Acquired() {
 		t.Fatalf("Wait with the zero Queue, after the window: %v", lease)
@@ -311,9 +303,7 @@ func TestWaitWindowSleepsAndRetries(t *testing.T) {
 		t.Fatalf("Acquire in a new window: %v", lease)
 	}
 	go func() { lease, _ := l.Wait(bg, 1); done <- lease }()
-	for clock.Pending() == 0 {
-		time.Sleep(100 * time.Microsecond)
-	}
+	waitTimers(t, clock, 1)
 	l.Close()
 	if lease := <-done; lease.Reason() != ratelimit.ReasonClosed {
 		t.Fatalf("waiter at Close: %v, want ReasonClosed", lease)

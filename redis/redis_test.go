@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -105,4 +106,15 @@ func TestConformanceSentinel(t *testing.T) {
 	c := goredis.NewUniversalClient(&goredis.UniversalOptions{MasterName: "limitkit", Addrs: []string{redistest.Sentinel(t)}})
 	t.Cleanup(func() { c.Close() })
 	ratelimittest.Run(t, factory(c), ratelimittest.Tick(time.Microsecond))
+}
+
+// waitTimers returns once n timers are pending on clock: n goroutines
+// asleep on it, say. It fails t after 5s.
+func waitTimers(t testing.TB, clock *ratelimittest.Clock, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := clock.WaitForTimers(ctx, n); err != nil {
+		t.Fatal(err)
+	}
 }
