@@ -45,6 +45,32 @@ type Idler interface {
 	IdleFor() (d time.Duration, ok bool)
 }
 
+// Reconfigurer is a limiter whose configuration can change while it runs
+// (memory and redis limiters, their Factories, and partitioned limiters).
+// Reconfigure validates cfg, which must be of the algorithm the limiter
+// runs (the same Config type, value or pointer), and applies it from the
+// next decision; an invalid cfg, or one of another algorithm, is an error
+// wrapping ErrInvalidConfig and changes nothing. The state carries over by
+// the rule each algorithm package documents (a token bucket keeps its
+// tokens, clamped to the new burst; windows keep their counts, held
+// against the new limit; a concurrency limit's holders keep their permits,
+// and the new limit applies to new requests), so a change never admits
+// more than the old or the new limit would have. Queued waiters are
+// examined again under the new configuration; their queue is kept even
+// when it exceeds a smaller new Queue.Limit.
+type Reconfigurer interface {
+	Reconfigure(cfg Config) error
+}
+
+// Resetter is a limiter that can be put back in its initial state (a full
+// bucket, empty windows; a concurrency limit keeps its holders, whose
+// Release would otherwise give back what they do not hold): after a
+// successful login, in tests, by an operator. Queued waiters are examined
+// again. On Redis it changes the state every process shares.
+type Resetter interface {
+	Reset(ctx context.Context) error
+}
+
 // Config is satisfied by every algorithm's configuration, so a backend can be
 // built from any of them: memory.New(cfg) and redis.New(client, key, cfg).
 type Config interface {
