@@ -196,6 +196,13 @@ type cloner[S any] interface {
 	Clone(s S) S
 }
 
+// holder is a model of a rate algorithm, which can make the state in which
+// a number of permits were taken at an instant: how a reconfigured limiter
+// carries its count over.
+type holder[S any] interface {
+	Holding(now, used int64) S
+}
+
 // releaser is a model whose permits come back on Release (concurrency).
 type releaser[S any] interface {
 	Release(s S, now, permits int64) S
@@ -227,6 +234,7 @@ type conf[S any] struct {
 	refunder refunder[S] // nil unless the model takes grants back
 	releaser releaser[S] // nil unless the model holds permits
 	cloner   cloner[S]   // nil when a state's copy is independent
+	holder   holder[S]   // nil unless the model is a rate algorithm's
 	timeless bool        // the model's decisions do not read the time
 	capacity int64
 	queue    ratelimit.Queue
@@ -245,6 +253,7 @@ func makeConf[S any](m model[S], err error, cfg ratelimit.Config) (*conf[S], err
 	c.refunder, _ = mp.(refunder[S])
 	c.releaser, _ = mp.(releaser[S])
 	c.cloner, _ = mp.(cloner[S])
+	c.holder, _ = mp.(holder[S])
 	if t, ok := mp.(timeless); ok {
 		c.timeless = t.Timeless()
 	}
@@ -956,23 +965,17 @@ func carry[S any](old, c *conf[S], s S, now int64) S {
 	if c.releaser != nil {
 		return s
 	}
-	used := old.capacity - old.model.Available(s, now)
+	avail := old.model.Available(s, now)
+	used := old.capacity - avail
 	if c.reserver != nil {
 		// A token bucket keeps its tokens, clamped to the new burst (as
 		// x/time/rate's SetBurst), and its debt (queued reservations).
-		used = c.capacity - min(old.model.Available(s, now), c.capacity)
+		used = c.capacity - min(avail, c.capacity)
 	}
-	st := c.model.Initial()
 	if used <= 0 {
-		return st
+		return c.model.Initial()
 	}
-	if c.reserver != nil && used > c.capacity {
-		if next, _, ok := c.reserver.Reserve(st, now, used); ok {
-			return next
-		}
-	}
-	st, _ = c.model.Step(st, now, min(used, c.capacity))
-	return st
+	return c.holder.Holding(now, used)
 }
 
 // Reconfigure applies cfg, a config of the limiter's algorithm, from the
