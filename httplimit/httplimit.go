@@ -286,17 +286,17 @@ func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 	return nil
 }
 
-// policy returns the policy of r's route, if any.
-func (rt *router) policy(r *http.Request) (policy, bool) {
+// policy returns the policy of r's route; nil when r has none.
+func (rt *router) policy(r *http.Request) *policy {
 	if rt == nil {
-		return policy{}, false
+		return nil
 	}
 	if h, _ := rt.mux.Handler(r); h != nil {
 		if i, ok := h.(routeIndex); ok {
-			return rt.policies[i], true
+			return &rt.policies[i]
 		}
 	}
-	return policy{}, false
+	return nil
 }
 
 // Middleware returns a middleware that limits requests per Key with l, and
@@ -392,9 +392,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			d.lease.Release()
 		}
 	}()
-	route, routed := m.routes.policy(r)
-	for _, p := range [2]*policy{&route, m.global} {
-		if p == nil || (p == &route && !routed) {
+	for _, p := range [2]*policy{m.routes.policy(r), m.global} {
+		if p == nil {
 			continue
 		}
 		lease, err := m.acquire(r, p)
