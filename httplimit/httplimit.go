@@ -38,6 +38,15 @@ type Keyed interface {
 	Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error)
 }
 
+// KeyedRefunder is a Keyed that can take back a grant it made, as
+// ratelimit.Refunder does for one limiter: a *partitioned.Limiter[string]
+// is one, and so are KeyedFunc and Global. Middleware uses it so that a
+// request its global limiter refuses spends nothing of its route's policy.
+type KeyedRefunder interface {
+	Keyed
+	Refund(ctx context.Context, key string, lease ratelimit.Lease, permits int) error
+}
+
 // KeyedFunc is a Keyed that asks f for the limiter of each key: for a
 // per-key limit chained with a global one, say,
 //
@@ -64,6 +73,20 @@ func (f KeyedFunc) Wait(ctx context.Context, key string, permits int) (ratelimit
 		return ratelimit.Lease{}, err
 	}
 	return l.Wait(ctx, permits)
+}
+
+// Refund gives lease back to f(key) when that is a ratelimit.Refunder,
+// and releases it otherwise.
+func (f KeyedFunc) Refund(ctx context.Context, key string, lease ratelimit.Lease, permits int) error {
+	l, err := f.of(key)
+	if err != nil {
+		return err
+	}
+	if r, ok := l.(ratelimit.Refunder); ok {
+		return r.Refund(ctx, lease, permits)
+	}
+	lease.Release()
+	return nil
 }
 
 func (f KeyedFunc) of(key string) (ratelimit.Limiter, error) {
@@ -301,8 +324,10 @@ func (rt *router) policy(r *http.Request) *policy {
 
 // Middleware returns a middleware that limits requests per Key with l, and
 // with the policy of their route (Options.Routes) before that. A refusal
-// by the route's policy spends nothing of l's; a refusal by l keeps what
-// the route's policy granted. A concurrency limiter's lease is released
+// by the route's policy spends nothing of l's; a refusal by l gives back
+// what the route's policy granted when its limiter is a KeyedRefunder (a
+// partitioned limiter, KeyedFunc and Global of memory or redis limiters),
+// and otherwise leaves it spent. A concurrency limiter's lease is released
 // when the handler returns, even if it panics. A limiter that cannot
 // decide (a closed limiter, a failing backend) answers 503.
 //
@@ -378,9 +403,10 @@ type middleware struct {
 	routes *router
 }
 
-// decided is a policy's lease for a request.
+// decided is a policy's lease for a request, on key.
 type decided struct {
 	p     *policy
+	key   string
 	lease ratelimit.Lease
 }
 
@@ -396,12 +422,16 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if p == nil {
 			continue
 		}
-		lease, err := m.acquire(r, p)
+		key := p.key(r)
+		lease, err := m.acquire(r, p, key)
+		if err != nil || !lease.Acquired() {
+			refund(r.Context(), leases) // the route's grant: nothing is spent for a refused request
+		}
 		if err != nil {
 			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
 			return
 		}
-		leases = append(leases, decided{p, lease})
+		leases = append(leases, decided{p, key, lease})
 		if !lease.Acquired() {
 			break
 		}
@@ -422,8 +452,19 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	next.ServeHTTP(w, r)
 }
 
-func (m *middleware) acquire(r *http.Request, p *policy) (ratelimit.Lease, error) {
-	key := p.key(r)
+// refund gives back the grants of ds, of a request a later policy
+// refused: to a KeyedRefunder's limiter (its error is dropped: the grant is
+// then kept, as a limiter without Refund keeps it); the deferred Release
+// gives a concurrency lease back in any case.
+func refund(ctx context.Context, ds []decided) {
+	for _, d := range ds {
+		if r, ok := d.p.l.(KeyedRefunder); ok && d.lease.Acquired() {
+			r.Refund(context.WithoutCancel(ctx), d.key, d.lease, 1)
+		}
+	}
+}
+
+func (m *middleware) acquire(r *http.Request, p *policy, key string) (ratelimit.Lease, error) {
 	if m.o.MaxWait <= 0 {
 		return p.l.Acquire(r.Context(), key, 1)
 	}
