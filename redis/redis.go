@@ -239,9 +239,9 @@ type shape struct {
 	suffixes []string // of the keys, after prefix + "{" + key + "}"
 	p        atomic.Pointer[params]
 	reserves bool // token bucket: Wait reserves in the script
-	release   bool // concurrency: leases hold permits
-	direct    bool // the client bounds a call by its ctx's deadline: see run
-	o         options
+	release  bool // concurrency: leases hold permits
+	direct   bool // the client bounds a call by its ctx's deadline: see run
+	o        options
 }
 
 // params is a configuration of the shape's algorithm, which Reconfigure
