@@ -179,7 +179,7 @@ func quotaUnit(cfg ratelimit.Config) string {
 	return ""
 }
 
-// appendInt appends ;key=n.
+// appendParam appends ;key=n.
 func appendParam(b []byte, key string, n int64) []byte {
 	b = append(b, ';')
 	b = append(b, key...)
