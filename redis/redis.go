@@ -301,12 +301,13 @@ func (l *Limiter) ext() *ext {
 type refusal struct {
 	permits, remaining int64
 	until, resetAt     int64
+	params             *params // the configuration it was decided under: a Reconfigure voids it
 }
 
 // cached answers from the remembered refusal, when it applies.
 func (l *Limiter) cached(p int64, at time.Time) (ratelimit.Lease, bool) {
 	r := l.refusal.Load()
-	if r == nil || max(p, 1) != r.permits {
+	if r == nil || max(p, 1) != r.permits || r.params != l.params() {
 		return ratelimit.Lease{}, false
 	}
 	now := at.UnixNano()
@@ -319,7 +320,9 @@ func (l *Limiter) cached(p int64, at time.Time) (ratelimit.Lease, bool) {
 
 // remember caches a refusal of p permits decided at the local instant at; a
 // grant forgets the cached refusal, whose Remaining it changed.
-func (l *Limiter) remember(at time.Time, p int64, r reply) {
+// pm is the configuration loaded before the call: the one the script ran
+// with, or an older one (then the refusal is never used).
+func (l *Limiter) remember(at time.Time, p int64, r reply, pm *params) {
 	if r.granted && l.refusal.Load() != nil {
 		l.refusal.Store(nil)
 	}
@@ -327,7 +330,7 @@ func (l *Limiter) remember(at time.Time, p int64, r reply) {
 		return
 	}
 	t := at.UnixNano()
-	l.refusal.Store(&refusal{permits: max(p, 1), remaining: r.remaining, until: t + int64(r.retryAfter), resetAt: t + int64(r.resetAfter)})
+	l.refusal.Store(&refusal{permits: max(p, 1), remaining: r.remaining, until: t + int64(r.retryAfter), resetAt: t + int64(r.resetAfter), params: pm})
 }
 
 // New returns a limiter for cfg (any algorithm package's Config) whose state
@@ -674,8 +677,9 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	if l.isClosed() {
 		return ratelimit.Lease{}, ratelimit.ErrClosed
 	}
-	if l.params().unlimited {
-		return backend.Lease(&l.params().infos, ratelimit.Decision{Granted: true, Remaining: l.params().capacity}, ratelimit.ReasonNone, 0), nil
+	pm := l.params()
+	if pm.unlimited {
+		return backend.Lease(&pm.infos, ratelimit.Decision{Granted: true, Remaining: pm.capacity}, ratelimit.ReasonNone, 0), nil
 	}
 	p := int64(permits)
 	at := l.localNow()
@@ -690,7 +694,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	if err != nil {
 		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Acquire(ctx, permits) })
 	}
-	l.remember(at, p, r)
+	l.remember(at, p, r, pm)
 	return l.lease(r, p, n, ratelimit.ReasonLimit), nil
 }
 
@@ -821,7 +825,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 		return l.lease(r, p, 0, ratelimit.ReasonLimit), nil
 	}
 	if r.retryAfter < 0 { // granted at once
-		l.remember(time.Time{}, p, r)
+		l.remember(time.Time{}, p, r, nil) // a grant: the remembered refusal is forgotten
 		return l.lease(r, p, 0, ratelimit.ReasonNone), nil
 	}
 	lease, err := l.sleep(ctx, r.retryAfter, int(p))
@@ -834,7 +838,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 		return lease, err
 	}
 	r.retryAfter = -1
-	l.remember(time.Time{}, p, r)
+	l.remember(time.Time{}, p, r, nil) // a grant: the remembered refusal is forgotten
 	return l.lease(r, p, 0, ratelimit.ReasonNone), nil
 }
 
