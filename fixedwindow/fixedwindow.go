@@ -84,6 +84,13 @@ func (m *Model) at(s State, now int64) State {
 	return s
 }
 
+// Holding is the state in which used permits, any number, were taken at
+// now: they count in now's window. A reconfigured limiter carries its
+// count over so.
+func (m *Model) Holding(now, used int64) State {
+	return State{Start: check.FloorStart(now, m.window), Count: used}
+}
+
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal changes nothing but moving to now's window; its RetryAfter is
 // the time to the window's end, when the whole Limit is available again.

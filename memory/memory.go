@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/limitkit/ratelimit"
@@ -51,6 +52,18 @@ type Limiter interface {
 	// Close refuses every queued waiter (ReasonClosed); later calls return
 	// ratelimit.ErrClosed and releases do nothing. It is safe to call twice.
 	Close() error
+	// Reconfigure applies a config of the same algorithm from the next
+	// decision, as ratelimit.Reconfigurer says, carrying the state over:
+	// the permits a rate algorithm has in use stay in use, taken at the
+	// instant of the change (a token bucket keeps its tokens, clamped to
+	// the new burst, and its debt; a window's count is held against the new
+	// limit until the window in which the change falls ends); a concurrency
+	// limit's holders keep their permits. The limiters of a Factory share
+	// their configuration: reconfiguring one reconfigures all.
+	Reconfigure(cfg ratelimit.Config) error
+	// Reset puts the limiter back in its initial state, as
+	// ratelimit.Resetter says.
+	Reset(ctx context.Context) error
 }
 
 // Option configures New.
@@ -91,6 +104,10 @@ func NewFactory(cfg ratelimit.Config, opts ...Option) (*Factory, error) {
 // New returns a new limiter, in its initial state.
 func (f *Factory) New() Limiter { return f.b.next() }
 
+// Reconfigure applies cfg, a config of the factory's algorithm, to every
+// limiter the factory made and makes (see Limiter.Reconfigure).
+func (f *Factory) Reconfigure(cfg ratelimit.Config) error { return f.b.first().Reconfigure(cfg) }
+
 // ForKey is New with the signature of partitioned.Config's New: every key
 // gets its own limiter of the factory's config.
 func (f *Factory) ForKey(string) (ratelimit.Limiter, error) { return f.b.next(), nil }
@@ -103,35 +120,49 @@ type builder interface {
 }
 
 func newBuilder(cfg ratelimit.Config, o options) (builder, error) {
+	c, err := newConf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return c.builder(o), nil
+}
+
+// anyConf is a *conf[S] of some algorithm's state S.
+type anyConf interface {
+	builder(o options) builder
+}
+
+// newConf validates cfg and returns its conf.
+func newConf(cfg ratelimit.Config) (anyConf, error) {
 	if err := check.Config("memory", cfg); err != nil {
 		return nil, err
 	}
 	switch c := cfg.(type) {
 	case tokenbucket.Config:
 		m, err := tokenbucket.NewModel(c)
-		return build[tokenbucket.State](&m, err, c.Capacity(), c.QueueOptions(), o)
+		return makeConf[tokenbucket.State](&m, err, c)
 	case *tokenbucket.Config:
-		return newBuilder(*c, o)
+		return newConf(*c)
 	case fixedwindow.Config:
 		m, err := fixedwindow.NewModel(c)
-		return build[fixedwindow.State](&m, err, c.Capacity(), c.QueueOptions(), o)
+		return makeConf[fixedwindow.State](&m, err, c)
 	case *fixedwindow.Config:
-		return newBuilder(*c, o)
+		return newConf(*c)
 	case slidingwindow.Config:
 		m, err := slidingwindow.NewModel(c)
-		return build[slidingwindow.State](&m, err, c.Capacity(), c.QueueOptions(), o)
+		return makeConf[slidingwindow.State](&m, err, c)
 	case *slidingwindow.Config:
-		return newBuilder(*c, o)
+		return newConf(*c)
 	case slidinglog.Config:
 		m, err := slidinglog.NewModel(c)
-		return build[slidinglog.State](&m, err, c.Capacity(), c.QueueOptions(), o)
+		return makeConf[slidinglog.State](&m, err, c)
 	case *slidinglog.Config:
-		return newBuilder(*c, o)
+		return newConf(*c)
 	case concurrency.Config:
 		m, err := concurrency.NewModel(c)
-		return build[concurrency.State](&m, err, c.Capacity(), c.QueueOptions(), o)
+		return makeConf[concurrency.State](&m, err, c)
 	case *concurrency.Config:
-		return newBuilder(*c, o)
+		return newConf(*c)
 	}
 	return nil, fmt.Errorf("%w: memory: unsupported config type %T", ratelimit.ErrInvalidConfig, cfg)
 }
@@ -165,6 +196,13 @@ type cloner[S any] interface {
 	Clone(s S) S
 }
 
+// holder is a model of a rate algorithm, which can make the state in which
+// a number of permits were taken at an instant: how a reconfigured limiter
+// carries its count over.
+type holder[S any] interface {
+	Holding(now, used int64) S
+}
+
 // releaser is a model whose permits come back on Release (concurrency).
 type releaser[S any] interface {
 	Release(s S, now, permits int64) S
@@ -185,57 +223,69 @@ func apply(opts []Option) options {
 	return *o
 }
 
-// kind is what the limiters of one config share: the model and the
-// settings. It does not change after build.
-type kind[S any] struct {
+// conf is one configuration of an algorithm: its model and settings,
+// shared by the limiters of one New or Factory. It does not change once
+// made: Reconfigure replaces it by another, in cur.
+type conf[S any] struct {
+	cur      *atomic.Pointer[conf[S]] // the current configuration of the limiters that share this one
+	clock    ratelimit.Clock          // nil: the monotonic clock
 	model    model[S]
 	reserver reserver[S] // nil unless the model reserves
 	refunder refunder[S] // nil unless the model takes grants back
 	releaser releaser[S] // nil unless the model holds permits
 	cloner   cloner[S]   // nil when a state's copy is independent
+	holder   holder[S]   // nil unless the model is a rate algorithm's
 	timeless bool        // the model's decisions do not read the time
 	capacity int64
 	queue    ratelimit.Queue
-	clock    ratelimit.Clock // nil: the monotonic clock
 	infos    leases.Infos
 }
 
-// pair is a limiter allocated with its kind, as New makes its first.
-type pair[S any] struct {
-	l limiter[S]
-	k kind[S]
-}
-
-// build makes the first limiter of m, a pointer to an algorithm's Model,
-// with the kind they share.
-func build[S any](m model[S], err error, capacity int64, queue ratelimit.Queue, o options) (*pair[S], error) {
+// makeConf makes the conf of m, a pointer to an algorithm's Model, made
+// from cfg.
+func makeConf[S any](m model[S], err error, cfg ratelimit.Config) (*conf[S], error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pair[S]{k: kind[S]{model: m, capacity: capacity, queue: queue, clock: o.clock, infos: leases.MakeInfos(capacity)}}
+	c := &conf[S]{model: m, capacity: cfg.Capacity(), queue: cfg.QueueOptions(), infos: leases.MakeInfos(cfg.Capacity())}
 	mp := any(m)
-	p.k.reserver, _ = mp.(reserver[S])
-	p.k.refunder, _ = mp.(refunder[S])
-	p.k.releaser, _ = mp.(releaser[S])
-	p.k.cloner, _ = mp.(cloner[S])
+	c.reserver, _ = mp.(reserver[S])
+	c.refunder, _ = mp.(refunder[S])
+	c.releaser, _ = mp.(releaser[S])
+	c.cloner, _ = mp.(cloner[S])
+	c.holder, _ = mp.(holder[S])
 	if t, ok := mp.(timeless); ok {
-		p.k.timeless = t.Timeless()
+		c.timeless = t.Timeless()
 	}
-	p.l.init(&p.k)
-	return p, nil
+	return c, nil
+}
+
+// pair is a limiter allocated with the current configuration of the
+// limiters of one New or Factory, as New makes its first.
+type pair[S any] struct {
+	l   limiter[S]
+	cur atomic.Pointer[conf[S]]
+}
+
+func (c *conf[S]) builder(o options) builder {
+	p := &pair[S]{}
+	c.cur, c.clock = &p.cur, o.clock
+	p.cur.Store(c)
+	p.l.init(c)
+	return p
 }
 
 func (p *pair[S]) first() Limiter { return &p.l }
 
 func (p *pair[S]) next() Limiter {
 	l := new(limiter[S])
-	l.init(&p.k)
+	l.init(p.cur.Load())
 	return l
 }
 
-func (l *limiter[S]) init(k *kind[S]) {
-	l.k = k
-	l.state = k.model.Initial()
+func (l *limiter[S]) init(c *conf[S]) {
+	l.c.Store(c)
+	l.state = c.model.Initial()
 	l.emptied = l.now()
 }
 
@@ -249,7 +299,9 @@ var (
 // kept small (a partitioned limiter holds many). Every field below mu is
 // guarded by mu.
 type limiter[S any] struct {
-	k *kind[S]
+	// c is the configuration the state is under: written under mu (by
+	// sync), read before it to see whether it is still current.
+	c atomic.Pointer[conf[S]]
 
 	mu      sync.Mutex
 	closed  bool
@@ -281,6 +333,9 @@ type behind struct {
 	gen, p, at int64
 }
 
+// conf is the configuration l's state is under.
+func (l *limiter[S]) conf() *conf[S] { return l.c.Load() }
+
 // ext returns l.x, allocating it on first use. Requires l.mu.
 func (l *limiter[S]) ext() *extra[S] {
 	if l.x == nil {
@@ -299,18 +354,18 @@ func (l *limiter[S]) queued() int64 {
 
 // now requires nothing; under mu its readings never go backwards.
 func (l *limiter[S]) now() int64 {
-	if l.k.clock == nil {
+	if l.conf().clock == nil {
 		return startUnix + int64(time.Since(start))
 	}
-	return l.k.clock.Now().UnixNano()
+	return l.conf().clock.Now().UnixNano()
 }
 
 // until is the time left before deadline.
 func (l *limiter[S]) until(deadline time.Time) time.Duration {
-	if l.k.clock == nil {
+	if l.conf().clock == nil {
 		return time.Until(deadline)
 	}
-	return deadline.Sub(l.k.clock.Now())
+	return deadline.Sub(l.conf().clock.Now())
 }
 
 // waiter is one queued Wait. Its fields are guarded by the limiter's mu,
@@ -331,19 +386,24 @@ type waiter struct {
 // refills nothing for it, windows count it in their newest segment or
 // window, the sliding log records it at its newest entry), so it is never
 // granted more than a moment later would be.
+//
+// The configuration is read before the lock too: a call that finds it
+// replaced under the lock (Reconfigure) takes the slow path, which
+// carries the state over to it first.
 func (l *limiter[S]) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	if permits < 0 || int64(permits) > l.k.capacity {
-		return ratelimit.Lease{}, base.CheckPermits(permits, l.k.capacity)
+	c := l.conf()
+	if permits < 0 || int64(permits) > c.capacity {
+		return ratelimit.Lease{}, base.CheckPermits(permits, c.capacity)
 	}
 	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	var now int64
-	if !l.k.timeless {
+	if !c.timeless {
 		now = l.now()
 	}
 	l.mu.Lock()
-	if l.closed || l.head != nil {
+	if l.closed || l.head != nil || c.cur.Load() != c {
 		l.mu.Unlock()
 		return l.acquireSlow(int64(permits))
 	}
@@ -352,7 +412,8 @@ func (l *limiter[S]) Acquire(ctx context.Context, permits int) (ratelimit.Lease,
 	return lease, nil
 }
 
-// acquireSlow is Acquire on a closed limiter or a non-empty queue.
+// acquireSlow is Acquire on a closed limiter, a non-empty queue or a
+// configuration just replaced.
 func (l *limiter[S]) acquireSlow(p int64) (ratelimit.Lease, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -360,9 +421,13 @@ func (l *limiter[S]) acquireSlow(p int64) (ratelimit.Lease, error) {
 		return ratelimit.Lease{}, ratelimit.ErrClosed
 	}
 	now := l.now()
+	l.sync(now)
+	if p > l.conf().capacity { // the capacity may have shrunk
+		return ratelimit.Lease{}, base.CheckPermits(int(p), l.conf().capacity)
+	}
 	if l.head != nil {
 		l.serve(now)
-		if l.head != nil && l.k.queue.Order == ratelimit.OldestFirst && p > 0 {
+		if l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst && p > 0 {
 			// A new request never overtakes a non-empty OldestFirst queue.
 			return l.refuse(l.behindQueue(now, p), p, ratelimit.ReasonLimit), nil
 		}
@@ -375,19 +440,20 @@ func (l *limiter[S]) acquireSlow(p int64) (ratelimit.Lease, error) {
 // queues (behind the waiters already there) whatever the queue limit,
 // since it holds no permits.
 func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	if permits < 0 || int64(permits) > l.k.capacity {
-		return ratelimit.Lease{}, base.CheckPermits(permits, l.k.capacity)
+	c := l.conf()
+	if permits < 0 || int64(permits) > c.capacity {
+		return ratelimit.Lease{}, base.CheckPermits(permits, c.capacity)
 	}
 	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	var now int64 // read before the lock, as in Acquire
-	if !l.k.timeless {
+	if !c.timeless {
 		now = l.now()
 	}
 	l.mu.Lock()
-	if !l.closed && l.head == nil {
-		st, d := l.k.model.Step(l.state, now, int64(permits))
+	if !l.closed && l.head == nil && c.cur.Load() == c {
+		st, d := l.conf().model.Step(l.state, now, int64(permits))
 		if d.Granted {
 			l.state = st
 			lease := l.lease(d, now, int64(permits))
@@ -415,8 +481,8 @@ func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, er
 	}
 	now = l.now()
 	l.remove(w, now)
-	if l.k.reserver != nil && w.permits > 0 {
-		l.state = l.k.refunder.Refund(l.state, now, now, w.permits)
+	if l.conf().reserver != nil && w.permits > 0 {
+		l.state = l.conf().refunder.Refund(l.state, now, now, w.permits)
 		l.redue(now)
 	}
 	l.serve(now) // the waiters behind it may fit now
@@ -432,21 +498,25 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 		return nil, lease, ratelimit.ErrClosed
 	}
 	now := l.now()
+	l.sync(now)
+	if p > l.conf().capacity { // the capacity may have shrunk
+		return nil, lease, base.CheckPermits(int(p), l.conf().capacity)
+	}
 	l.serve(now)
 	var d ratelimit.Decision
-	if l.head == nil || l.k.queue.Order == ratelimit.NewestFirst || p == 0 {
+	if l.head == nil || l.conf().queue.Order == ratelimit.NewestFirst || p == 0 {
 		var st S
-		st, d = l.k.model.Step(l.state, now, p)
+		st, d = l.conf().model.Step(l.state, now, p)
 		l.state = st // a refusal keeps what left the window
 		if d.Granted {
 			return nil, l.lease(d, now, p), nil
 		}
 	}
-	if l.head != nil && l.k.queue.Order == ratelimit.OldestFirst {
+	if l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst {
 		d = l.behindQueue(now, p)
 	}
-	limit := check.QueueLimit(l.k.queue)
-	if p > limit || (l.k.queue.Order == ratelimit.OldestFirst && l.queued()+p > limit) {
+	limit := check.QueueLimit(l.conf().queue)
+	if p > limit || (l.conf().queue.Order == ratelimit.OldestFirst && l.queued()+p > limit) {
 		return nil, l.refuse(d, p, ratelimit.ReasonQueueFull), nil
 	}
 	// NewestFirst: the oldest waiters, up to last, must go to make room.
@@ -457,15 +527,15 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 	}
 	state := l.state
 	w = &waiter{permits: p, ch: make(chan ratelimit.Lease, 1)}
-	if l.k.reserver != nil {
+	if l.conf().reserver != nil {
 		for e := l.head; last != nil && e != last.next; e = e.next {
-			state = l.k.refunder.Refund(state, now, now, e.permits)
+			state = l.conf().refunder.Refund(state, now, now, e.permits)
 		}
 		if p == 0 {
-			w.due = l.k.reserver.When(state, now, 1)
+			w.due = l.conf().reserver.When(state, now, 1)
 		} else {
 			var ok bool
-			if state, w.due, ok = l.k.reserver.Reserve(state, now, p); !ok {
+			if state, w.due, ok = l.conf().reserver.Reserve(state, now, p); !ok {
 				return nil, l.refuse(d, p, ratelimit.ReasonQueueFull), nil
 			}
 		}
@@ -485,7 +555,7 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 	}
 	l.state = state
 	l.push(w)
-	if l.k.reserver != nil && evicted {
+	if l.conf().reserver != nil && evicted {
 		l.redue(now) // the evicted reservations' tokens came back
 	}
 	l.serve(now)
@@ -504,7 +574,7 @@ func (l *limiter[S]) redue(now int64) {
 		if w.permits == 0 {
 			need++ // a status check waits for one token beyond them
 		}
-		w.due = min(w.due, l.k.reserver.When(l.state, now, need))
+		w.due = min(w.due, l.conf().reserver.When(l.state, now, need))
 		owed += w.permits
 	}
 }
@@ -515,12 +585,12 @@ func (l *limiter[S]) redue(now int64) {
 // state but dropping what left the window. Requires l.mu, and that the
 // queue's first waiter cannot be served now.
 func (l *limiter[S]) behindQueue(now, p int64) ratelimit.Decision {
-	m := l.k.model
+	m := l.conf().model
 	var d ratelimit.Decision
 	l.state, d = m.Step(l.state, now, 0) // the figures of now
 	d.Granted = false
-	if l.k.reserver != nil { // the state holds the queue's reservations
-		d.RetryAfter = time.Duration(l.k.reserver.When(l.state, now, max(p, 1)) - now)
+	if l.conf().reserver != nil { // the state holds the queue's reservations
+		d.RetryAfter = time.Duration(l.conf().reserver.When(l.state, now, max(p, 1)) - now)
 		return d
 	}
 	// The answer holds until the queue or what it waits for changes: a
@@ -541,10 +611,10 @@ func (l *limiter[S]) behindQueue(now, p int64) ratelimit.Decision {
 // each as soon as it can be, and returns the instant p is served; -1 when
 // unknown (permits that come back on Release). Requires l.mu.
 func (l *limiter[S]) replayQueue(now, p int64) int64 {
-	m := l.k.model
+	m := l.conf().model
 	st := l.state
-	if l.k.cloner != nil {
-		st = l.k.cloner.Clone(st)
+	if l.conf().cloner != nil {
+		st = l.conf().cloner.Clone(st)
 	}
 	t := now
 	for w := l.head; ; w = w.next {
@@ -574,7 +644,7 @@ func (l *limiter[S]) replayQueue(now, p int64) int64 {
 // take decides p permits now. Requires l.mu.
 func (l *limiter[S]) take(now, p int64) ratelimit.Lease {
 	var d ratelimit.Decision
-	l.state, d = l.k.model.Step(l.state, now, p)
+	l.state, d = l.conf().model.Step(l.state, now, p)
 	return l.lease(d, now, p)
 }
 
@@ -587,23 +657,23 @@ func (l *limiter[S]) lease(d ratelimit.Decision, now, p int64) ratelimit.Lease {
 		return l.refuse(d, p, ratelimit.ReasonLimit)
 	}
 	if p == 0 {
-		return backend.Grant(&l.k.infos[0], d, 0)
+		return backend.Grant(&l.conf().infos[0], d, 0)
 	}
 	l.granted++
-	if l.k.releaser != nil {
+	if l.conf().releaser != nil {
 		h := l.handle(p)
 		return backend.Grant(&h.info, d, h.gen)
 	}
-	return backend.Grant(&l.k.infos[0], d, uint64(l.made(now)))
+	return backend.Grant(&l.conf().infos[0], d, uint64(l.made(now)))
 }
 
 // made is the instant the decision just made at now was made at, which a
 // grant's lease carries for Refund. Requires l.mu.
 func (l *limiter[S]) made(now int64) int64 {
-	if l.k.refunder == nil {
+	if l.conf().refunder == nil {
 		return now
 	}
-	return l.k.refunder.Made(l.state, now)
+	return l.conf().refunder.Made(l.state, now)
 }
 
 // refuse counts a refusal of p permits (a status check, p == 0, is not
@@ -613,7 +683,7 @@ func (l *limiter[S]) refuse(d ratelimit.Decision, p int64, r ratelimit.Reason) r
 	if p > 0 {
 		l.refused++
 	}
-	return backend.Lease(&l.k.infos, d, r, 0)
+	return backend.Lease(&l.conf().infos, d, r, 0)
 }
 
 // handle returns a handle for a lease of p permits, reused from the free
@@ -621,9 +691,13 @@ func (l *limiter[S]) refuse(d ratelimit.Decision, p int64, r ratelimit.Reason) r
 func (l *limiter[S]) handle(p int64) *handle[S] {
 	x := l.ext()
 	h := x.free
+	if h != nil && h.info.Limit() != l.conf().capacity {
+		x.free = nil // made under a replaced configuration: leases keep their figures
+		h = nil
+	}
 	if h == nil {
 		h = &handle[S]{owner: l}
-		h.info = leases.GrantInfo(l.k.capacity, h)
+		h.info = leases.GrantInfo(l.conf().capacity, h)
 	} else {
 		x.free, h.next = h.next, nil
 	}
@@ -636,26 +710,26 @@ func (l *limiter[S]) handle(p int64) *handle[S] {
 func (l *limiter[S]) serve(now int64) {
 	for l.head != nil {
 		w := l.head
-		if l.k.queue.Order == ratelimit.NewestFirst && l.k.reserver == nil {
+		if l.conf().queue.Order == ratelimit.NewestFirst && l.conf().reserver == nil {
 			w = l.x.tail
 		}
 		var d ratelimit.Decision
-		if l.k.reserver != nil {
+		if l.conf().reserver != nil {
 			if w.due > now {
 				l.arm(now, w.due)
 				return
 			}
-			_, d = l.k.model.Step(l.state, now, 0) // the figures after the reservation
+			_, d = l.conf().model.Step(l.state, now, 0) // the figures after the reservation
 			d.Granted = true
 			if w.permits > 0 { // the reservation took its tokens; count it
 				l.granted++
 				l.remove(w, now)
-				l.answer(w, backend.Grant(&l.k.infos[0], d, uint64(l.made(now))))
+				l.answer(w, backend.Grant(&l.conf().infos[0], d, uint64(l.made(now))))
 				continue
 			}
 		} else {
 			var st S
-			st, d = l.k.model.Step(l.state, now, w.permits)
+			st, d = l.conf().model.Step(l.state, now, w.permits)
 			l.state = st
 			if !d.Granted {
 				if d.RetryAfter >= 0 {
@@ -677,10 +751,10 @@ func (l *limiter[S]) arm(now, at int64) {
 	l.x.timerAt = at
 	d := time.Duration(at - now)
 	if l.x.timer == nil {
-		if l.k.clock == nil {
+		if l.conf().clock == nil {
 			l.x.timer = time.AfterFunc(d, l.fire)
 		} else {
-			l.x.timer = l.k.clock.AfterFunc(d, l.fire)
+			l.x.timer = l.conf().clock.AfterFunc(d, l.fire)
 		}
 		return
 	}
@@ -693,7 +767,9 @@ func (l *limiter[S]) fire() {
 	defer l.mu.Unlock()
 	l.x.timerAt = 0
 	if !l.closed {
-		l.serve(l.now())
+		now := l.now()
+		l.sync(now)
+		l.serve(now)
 	}
 }
 
@@ -735,15 +811,15 @@ func (l *limiter[S]) remove(w *waiter, now int64) {
 func (l *limiter[S]) answer(w *waiter, lease ratelimit.Lease) { w.ch <- lease }
 
 func (l *limiter[S]) Refund(_ context.Context, lease ratelimit.Lease, permits int) error {
-	if permits < 0 || int64(permits) > l.k.capacity {
-		return base.CheckPermits(permits, l.k.capacity)
+	c := l.conf() // whether it releases or refunds: the algorithm's, which no Reconfigure changes
+	if permits < 0 || int64(permits) > c.capacity {
+		return base.CheckPermits(permits, c.capacity)
 	}
-	if l.k.releaser != nil {
+	if c.releaser != nil {
 		lease.Release()
 		return nil
 	}
-	at, ok := backend.Token(lease, &l.k.infos[0])
-	if !ok || l.k.refunder == nil || permits == 0 {
+	if c.refunder == nil || permits == 0 {
 		return nil
 	}
 	l.mu.Lock()
@@ -752,12 +828,19 @@ func (l *limiter[S]) Refund(_ context.Context, lease ratelimit.Lease, permits in
 		return ratelimit.ErrClosed
 	}
 	now := l.now()
-	l.state = l.k.refunder.Refund(l.state, now, int64(at), int64(permits))
+	l.sync(now)
+	// A grant made under a configuration since replaced is not recognised:
+	// it is not given back (stricter, never looser).
+	at, ok := backend.Token(lease, &l.conf().infos[0])
+	if !ok {
+		return nil
+	}
+	l.state = l.conf().refunder.Refund(l.state, now, int64(at), int64(permits))
 	if l.x != nil {
 		l.x.gen++
 	}
 	if l.head != nil {
-		if l.k.reserver != nil {
+		if l.conf().reserver != nil {
 			l.redue(now)
 		}
 		l.serve(now)
@@ -768,8 +851,10 @@ func (l *limiter[S]) Refund(_ context.Context, lease ratelimit.Lease, permits in
 func (l *limiter[S]) Stats() ratelimit.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := l.now()
+	l.sync(now)
 	return ratelimit.Stats{
-		Available: max(0, l.k.model.Available(l.state, l.now())),
+		Available: max(0, l.conf().model.Available(l.state, now)),
 		Queued:    l.queued(),
 		Granted:   l.granted,
 		Refused:   l.refused,
@@ -788,10 +873,11 @@ func (l *limiter[S]) IdleFor() (time.Duration, bool) {
 		return 0, false
 	}
 	now := l.now()
+	l.sync(now)
 	if l.emptied == idleSinceUnknown {
 		l.emptied = now
 	}
-	at := max(l.k.model.InitialAt(l.state), l.emptied)
+	at := max(l.conf().model.InitialAt(l.state), l.emptied)
 	if at == math.MaxInt64 || now < at {
 		return 0, false
 	}
@@ -834,10 +920,11 @@ func (l *limiter[S]) giveBack(h *handle[S], token uint64) {
 		return
 	}
 	var now int64
-	if !l.k.timeless || l.head != nil {
+	if !l.conf().timeless || l.head != nil {
 		now = l.now()
 	}
-	l.state = l.k.releaser.Release(l.state, now, h.permits)
+	l.sync(now) // concurrency: the holders carry over as they are
+	l.state = l.conf().releaser.Release(l.state, now, h.permits)
 	if l.head != nil {
 		l.serve(now)
 	}
@@ -848,6 +935,113 @@ func (l *limiter[S]) giveBack(h *handle[S], token uint64) {
 		l.emptied = idleSinceUnknown
 	}
 	l.mu.Unlock()
+}
+
+// sync carries the state over to the current configuration, when
+// Reconfigure replaced the one it is under. Requires l.mu.
+func (l *limiter[S]) sync(now int64) {
+	old := l.conf()
+	c := old.cur.Load()
+	if c == old {
+		return
+	}
+	l.state = carry(old, c, l.state, now)
+	l.c.Store(c)
+	if l.x != nil {
+		l.x.gen++ // behindQueue's cached answer was under the old one
+	}
+}
+
+// carry is state s, under configuration old, carried over to c at now.
+// A concurrency limit's holders keep their permits (s unchanged). A token
+// bucket keeps the whole tokens it has at now, clamped to the new burst,
+// or its debt. A window's permits in use at now (old's capacity less what
+// it has available) are taken at now from a new state of c: they stay in
+// use, held against the new limit, and come back no sooner than they would
+// have (with the window, or segment, in which now falls). Either way no
+// more is available after the change than the old configuration had, or
+// the new one allows.
+func carry[S any](old, c *conf[S], s S, now int64) S {
+	if c.releaser != nil {
+		return s
+	}
+	avail := old.model.Available(s, now)
+	used := old.capacity - avail
+	if c.reserver != nil {
+		// A token bucket keeps its tokens, clamped to the new burst (as
+		// x/time/rate's SetBurst), and its debt (queued reservations).
+		used = c.capacity - min(avail, c.capacity)
+	}
+	if used <= 0 {
+		return c.model.Initial()
+	}
+	return c.holder.Holding(now, used)
+}
+
+// Reconfigure applies cfg, a config of the limiter's algorithm, from the
+// next decision (see ratelimit.Reconfigurer). A Factory's limiters share
+// their configuration: reconfiguring one reconfigures all, each carrying
+// its state over at its next call. Queued waiters are examined again at
+// once; a token bucket's reservations keep the instants they were given.
+func (l *limiter[S]) Reconfigure(cfg ratelimit.Config) error {
+	ac, err := newConf(cfg)
+	if err != nil {
+		return err
+	}
+	c, ok := ac.(*conf[S])
+	if !ok {
+		return fmt.Errorf("%w: memory: Reconfigure with a %T, of another algorithm", ratelimit.ErrInvalidConfig, cfg)
+	}
+	c.cur, c.clock = l.conf().cur, l.conf().clock
+	c.cur.Store(c)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		now := l.now()
+		l.sync(now)
+		if l.head != nil {
+			l.serve(now)
+		}
+	}
+	return nil
+}
+
+// Reset puts the limiter back in its initial state (see
+// ratelimit.Resetter): a full bucket, empty windows; the queued waiters
+// are examined again (a token bucket's reservations are taken again from
+// the full bucket). A concurrency limit keeps its holders. ctx is not
+// read: nothing here waits.
+func (l *limiter[S]) Reset(ctx context.Context) error {
+	if err := base.CheckContext(ctx); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ratelimit.ErrClosed
+	}
+	now := l.now()
+	l.sync(now)
+	if l.conf().releaser != nil {
+		return nil
+	}
+	l.state = l.conf().model.Initial()
+	if l.x != nil {
+		l.x.gen++
+	}
+	if l.head == nil {
+		return nil
+	}
+	if l.conf().reserver != nil {
+		for w := l.head; w != nil; w = w.next {
+			if w.permits > 0 {
+				l.state, _, _ = l.conf().reserver.Reserve(l.state, now, w.permits)
+			}
+		}
+		l.redue(now)
+	}
+	l.serve(now)
+	return nil
 }
 
 // handle is the Releaser of a concurrency lease. Released handles go on the

@@ -103,6 +103,14 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	return s, d
 }
 
+// Holding is the state in which used permits, any number, were granted at
+// now. A reconfigured limiter carries its count over so.
+func (m *Model) Holding(now, used int64) State {
+	s := State{log: new(timelog.Log)}
+	s.total, _ = s.log.Step(0, now, used, used, m.window, 1)
+	return s
+}
+
 // Made is the instant a decision read at now, which left s, was made at:
 // now, or the latest instant of a decision, where an older one is recorded.
 // A grant's refund takes it as at.

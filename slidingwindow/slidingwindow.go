@@ -151,6 +151,18 @@ func (m *Model) fits(s State, now, permits int64) bool {
 	return m.weight(s, now) <= float64(m.limit-permits)
 }
 
+// Holding is the state in which used permits, any number, were taken at
+// now: they count in now's window (weighted) or segment (segmented). A
+// reconfigured limiter carries its count over so.
+func (m *Model) Holding(now, used int64) State {
+	if m.segments == 0 {
+		return State{start: check.FloorStart(now, m.window), total: used}
+	}
+	s := State{log: new(timelog.Log)}
+	s.total, _ = s.log.Step(0, now, used, used, m.window, m.seg)
+	return s
+}
+
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal changes nothing but dropping what left the window; its RetryAfter
 // is exact: the same request is granted after it and refused 1ns earlier.

@@ -173,6 +173,17 @@ func (m *Model) tokensAt(s State, now int64) State {
 	return State{Tokens: tokens, Last: now, Seen: now}
 }
 
+// Holding is the bucket after used tokens, any number, were taken from a
+// full one at now: Burst - used tokens (a debt when used is larger). A
+// reconfigured limiter carries its tokens over so.
+func (m *Model) Holding(now, used int64) State {
+	last := now
+	if m.period > 0 {
+		last = check.FloorStart(now, m.period)
+	}
+	return State{Tokens: float64(m.burst - used), Last: last, Seen: now}
+}
+
 // seconds is time.Duration(d).Seconds() for d >= 0, bit for bit. Below a
 // second, the common case between decisions, Seconds adds its whole
 // seconds, 0, to float64(d)/1e9, which changes nothing: skipping the split

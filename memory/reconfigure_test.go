@@ -1,0 +1,243 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/slidinglog"
+	"github.com/limitkit/ratelimit/slidingwindow"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+func available(t *testing.T, l memory.Limiter) int64 {
+	t.Helper()
+	return l.Stats().Available
+}
+
+func reconfigure(t *testing.T, r ratelimit.Reconfigurer, cfg ratelimit.Config) {
+	t.Helper()
+	if err := r.Reconfigure(cfg); err != nil {
+		t.Fatalf("Reconfigure(%#v): %v", cfg, err)
+	}
+}
+
+// The state carries over by each algorithm's rule: what is in use stays
+// in use, held against the new limit.
+func TestReconfigureCarriesState(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		from, to      ratelimit.Config
+		take          int
+		wantAvailable int64 // right after the change
+	}{
+		{"tokenbucket clamped to the new burst", tokenbucket.Config{Rate: 1, Burst: 10}, tokenbucket.Config{Rate: 1, Burst: 3}, 5, 3},
+		{"tokenbucket larger burst keeps its tokens", tokenbucket.Config{Rate: 1, Burst: 10}, tokenbucket.Config{Rate: 5, Burst: 20}, 5, 5},
+		{"tokenbucket to interval refill", tokenbucket.Config{Rate: 1, Burst: 10}, tokenbucket.Config{Period: time.Second, PerPeriod: 2, Burst: 10}, 4, 6},
+		{"fixed window count against a lower limit", fixedwindow.Config{Limit: 10, Window: time.Second}, fixedwindow.Config{Limit: 5, Window: time.Second}, 8, 0},
+		{"fixed window count against a higher limit", fixedwindow.Config{Limit: 10, Window: time.Second}, fixedwindow.Config{Limit: 20, Window: time.Minute}, 8, 12},
+		{"segmented to weighted window", slidingwindow.Config{Limit: 10, Window: time.Second, Segments: 4}, slidingwindow.Config{Limit: 12, Window: time.Second}, 7, 5},
+		{"sliding log", slidinglog.Config{Limit: 10, Window: time.Second}, slidinglog.Config{Limit: 4, Window: time.Hour}, 3, 1},
+		{"concurrency keeps its holders", concurrency.Config{Limit: 10}, concurrency.Config{Limit: 4}, 3, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := ratelimittest.NewClock()
+			l := newLimiter(t, c.from, clock)
+			if g := mustAcquire(t, l, c.take); !g.Acquired() {
+				t.Fatalf("Acquire(%d): %v", c.take, g)
+			}
+			reconfigure(t, l, c.to)
+			if got := available(t, l); got != c.wantAvailable {
+				t.Fatalf("Available after the change = %d, want %d", got, c.wantAvailable)
+			}
+			g := mustAcquire(t, l, 1)
+			if g.Acquired() != (c.wantAvailable > 0) || g.Limit() != c.to.Capacity() {
+				t.Fatalf("Acquire(1) after the change: %v, want granted %v with the new limit %d", g, c.wantAvailable > 0, c.to.Capacity())
+			}
+		})
+	}
+}
+
+// An invalid config, or one of another algorithm, changes nothing.
+func TestReconfigureRefusesBadConfigs(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, fixedwindow.Config{Limit: 3, Window: time.Second}, clock)
+	mustAcquire(t, l, 1)
+	for _, cfg := range []ratelimit.Config{
+		fixedwindow.Config{Limit: 0, Window: time.Second},
+		fixedwindow.Config{Limit: 3, Window: -1},
+		tokenbucket.Config{Rate: 1, Burst: 3},
+		nil,
+	} {
+		if err := l.Reconfigure(cfg); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("Reconfigure(%#v) = %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+	if got := available(t, l); got != 2 {
+		t.Fatalf("Available = %d after refused changes, want 2", got)
+	}
+	if _, err := l.Acquire(bg, 3); !errors.Is(err, ratelimit.ErrExceedsLimit) && err != nil {
+		t.Fatalf("Acquire(3): %v", err)
+	}
+	// A smaller capacity refuses larger requests at once.
+	reconfigure(t, l, fixedwindow.Config{Limit: 2, Window: time.Second})
+	if _, err := l.Acquire(bg, 3); !errors.Is(err, ratelimit.ErrExceedsLimit) {
+		t.Fatalf("Acquire(3) with a limit of 2: %v, want ErrExceedsLimit", err)
+	}
+}
+
+// Queued waiters are examined again under the new configuration.
+func TestReconfigureServesWaiters(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, fixedwindow.Config{Limit: 2, Window: time.Hour, Queue: ratelimit.Queue{Limit: 5}}, clock)
+	mustAcquire(t, l, 2)
+	w := goWait(t, l, bg, 2, 2)
+	reconfigure(t, l, fixedwindow.Config{Limit: 4, Window: time.Hour, Queue: ratelimit.Queue{Limit: 5}})
+	select {
+	case a := <-w:
+		if !a.lease.Acquired() {
+			t.Fatalf("the waiter after the limit grew: %v, %v", a.lease, a.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter was not served when the limit grew")
+	}
+	// The concurrency limit: a waiter is served once the holders fit the new limit.
+	c := newLimiter(t, concurrency.Config{Limit: 2}, clock)
+	a, b := mustAcquire(t, c, 1), mustAcquire(t, c, 1)
+	wc := goWait(t, c, bg, 1, 1)
+	reconfigure(t, c, concurrency.Config{Limit: 1})
+	a.Release()
+	select {
+	case got := <-wc:
+		t.Fatalf("served with 1 held and a limit of 1: %v", got.lease)
+	case <-time.After(20 * time.Millisecond):
+	}
+	b.Release()
+	if got := <-wc; !got.lease.Acquired() || got.lease.Limit() != 1 {
+		t.Fatalf("after both released: %v, want granted with limit 1", got.lease)
+	}
+}
+
+// A Factory's limiters share their configuration.
+func TestFactoryReconfigure(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	f, err := memory.NewFactory(fixedwindow.Config{Limit: 4, Window: time.Second}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := f.New()
+	mustAcquire(t, old, 3)
+	if err := f.Reconfigure(fixedwindow.Config{Limit: 2, Window: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if got := available(t, old); got != 0 {
+		t.Errorf("a limiter made before: Available = %d, want 0 (3 used of the new 2)", got)
+	}
+	if got := available(t, f.New()); got != 2 {
+		t.Errorf("a limiter made after: Available = %d, want 2", got)
+	}
+	if err := f.Reconfigure(tokenbucket.Config{Rate: 1, Burst: 1}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("Factory.Reconfigure to another algorithm: %v", err)
+	}
+}
+
+func TestReset(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, tokenbucket.Config{Rate: 1, Burst: 5, Queue: ratelimit.Queue{Limit: 5}}, clock)
+	mustAcquire(t, l, 5)
+	w := goWait(t, l, bg, 2, 2) // reserves 2: the bucket owes them
+	if err := l.Reset(bg); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-w; !a.lease.Acquired() {
+		t.Fatalf("the waiter after Reset: %v", a.lease)
+	}
+	if got := available(t, l); got != 3 {
+		t.Fatalf("Available after Reset = %d, want 3 (5, less the waiter's 2)", got)
+	}
+	var nilCtx context.Context
+	if err := l.Reset(nilCtx); !errors.Is(err, ratelimit.ErrNilContext) {
+		t.Fatalf("Reset(nil) = %v", err)
+	}
+	c := newLimiter(t, concurrency.Config{Limit: 2}, clock)
+	held := mustAcquire(t, c, 2)
+	if err := c.Reset(bg); err != nil {
+		t.Fatal(err)
+	}
+	if got := available(t, c); got != 0 {
+		t.Fatalf("concurrency after Reset: Available = %d, want 0 (holders keep their permits)", got)
+	}
+	held.Release()
+	if got := available(t, c); got != 2 {
+		t.Fatalf("after the release: Available = %d, want 2", got)
+	}
+	c.Close()
+	if err := c.Reset(bg); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Fatalf("Reset after Close = %v", err)
+	}
+}
+
+// On the real clock, with goroutines taking permits while the limit
+// changes back and forth, no window admits more than the larger limit.
+func TestReconfigureUnderContention(t *testing.T) {
+	const window = 20 * time.Millisecond
+	small := fixedwindow.Config{Limit: 5, Window: window}
+	large := fixedwindow.Config{Limit: 10, Window: window}
+	l, err := memory.New(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	perWindow := map[int64]int64{}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 4000 && !stop.Load(); n++ {
+				before := time.Now().UnixNano() / int64(window)
+				lease, err := l.Acquire(bg, 1)
+				after := time.Now().UnixNano() / int64(window)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if lease.Acquired() && before == after { // attributable to one window
+					mu.Lock()
+					perWindow[before]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < 200; i++ {
+		cfg := small
+		if i%2 == 0 {
+			cfg = large
+		}
+		if err := l.Reconfigure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+	for w, n := range perWindow {
+		if n > int64(large.Limit) {
+			t.Errorf("window %d admitted %d, over the larger limit %d", w, n, large.Limit)
+		}
+	}
+	if len(perWindow) == 0 {
+		t.Fatal("no grant recorded")
+	}
+}
