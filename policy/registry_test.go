@@ -1,0 +1,305 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/partitioned"
+	"github.com/limitkit/ratelimit/slidinglog"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+func window(name string, limit int, key string, apps ...string) Policy {
+	return Policy{Name: name, Config: fixedwindow.Config{Limit: limit, Window: time.Hour}, Key: key, Apps: apps}
+}
+
+func newRegistry(t *testing.T, s Store, opts Options) *Registry {
+	t.Helper()
+	r, err := NewRegistry(context.Background(), s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// grants counts the permits Acquire grants, one at a time, up to n tries.
+func grants(t *testing.T, r *Registry, name, key, app string, n int) int {
+	t.Helper()
+	got := 0
+	for range n {
+		l, err := r.Acquire(context.Background(), name, key, app, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Acquired() {
+			got++
+		}
+	}
+	return got
+}
+
+// waitFor polls cond until it holds, or fails after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestRegistryDecides(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	s.Create(ctx, window("per-user", 2, "user", "web"), "a")
+	s.Create(ctx, window("global", 3, Global, AnyApp), "a")
+	r := newRegistry(t, s, Options{})
+
+	if got := grants(t, r, "per-user", "u1", "web", 5); got != 2 {
+		t.Errorf("u1: %d grants, want 2", got)
+	}
+	if got := grants(t, r, "per-user", "u2", "web", 5); got != 2 {
+		t.Errorf("u2: %d grants, want 2 (a limit per key)", got)
+	}
+	if got := grants(t, r, "global", "u1", "x", 2) + grants(t, r, "global", "u2", "y", 2); got != 3 {
+		t.Errorf("global: %d grants, want 3 (one limit for every key)", got)
+	}
+	if _, err := r.Acquire(ctx, "per-user", "u3", "batch", 1); !errors.Is(err, ErrForbidden) {
+		t.Errorf("an application not listed: %v", err)
+	}
+	if _, err := r.Acquire(ctx, "nope", "u3", "web", 1); !errors.Is(err, ErrUnknownPolicy) {
+		t.Errorf("an unknown policy: %v", err)
+	}
+	if _, err := r.Acquire(ctx, "per-user", "", "web", 1); !errors.Is(err, ErrInvalidKey) {
+		t.Errorf("an empty key: %v", err)
+	}
+	if _, err := r.Acquire(ctx, "per-user", "u3", "web", -1); !errors.Is(err, ratelimit.ErrInvalidPermits) {
+		t.Errorf("negative permits: %v", err)
+	}
+	// Peek takes nothing.
+	for range 3 {
+		l, err := r.Peek(ctx, "per-user", "u4")
+		if err != nil || !l.Acquired() || l.Remaining() != 2 || l.Limit() != 2 {
+			t.Fatalf("Peek: %v %v", l, err)
+		}
+	}
+	l, _ := r.Peek(ctx, "per-user", "u1")
+	if l.Acquired() || l.Remaining() != 0 {
+		t.Errorf("Peek of an exhausted key: %v", l)
+	}
+	if d, ok := l.RetryAfter(); !ok || d <= 0 {
+		t.Errorf("Peek of an exhausted key: RetryAfter %v %v", d, ok)
+	}
+	if err := r.Reset(ctx, "per-user", "u1"); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatal(err)
+	} else if err == nil {
+		if got := grants(t, r, "per-user", "u1", "web", 5); got != 2 {
+			t.Errorf("after Reset: %d grants, want 2", got)
+		}
+	}
+	if ps := r.Policies(); len(ps) != 2 || ps[0].Name != "global" {
+		t.Errorf("Policies: %+v", ps)
+	}
+	r.Close()
+	if _, err := r.Acquire(ctx, "per-user", "u1", "web", 1); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func update(t *testing.T, s Store, p Policy) Policy {
+	t.Helper()
+	cur, err := s.Get(context.Background(), p.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Version = cur.Version
+	p, err = s.Update(context.Background(), p, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func applied(r *Registry, name string, version int64) func() bool {
+	return func() bool { p, ok := r.Policy(name); return ok && p.Version == version }
+}
+
+func TestRegistryFollowsChanges(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	s.Create(ctx, window("p", 3, "user", "web"), "a")
+	r := newRegistry(t, s, Options{})
+	if got := grants(t, r, "p", "u", "web", 2); got != 2 {
+		t.Fatalf("%d grants", got)
+	}
+
+	// Same algorithm: reconfigured in place, the window's count carries over.
+	v := update(t, s, window("p", 5, "user", "web")).Version
+	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	if got := grants(t, r, "p", "u", "web", 10); got != 3 {
+		t.Errorf("after raising 3 to 5 with 2 taken: %d grants, want 3", got)
+	}
+	v = update(t, s, window("p", 2, "user", "web")).Version
+	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	if got := grants(t, r, "p", "u", "web", 10); got != 0 {
+		t.Errorf("after lowering to 2 with 5 taken: %d grants, want 0", got)
+	}
+
+	// Apps alone.
+	v = update(t, s, window("p", 2, "user", "mobile")).Version
+	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	if _, err := r.Acquire(ctx, "p", "u", "web", 1); !errors.Is(err, ErrForbidden) {
+		t.Errorf("web after it was removed: %v", err)
+	}
+	if got := grants(t, r, "p", "u2", "mobile", 5); got != 2 {
+		t.Errorf("mobile: %d grants", got)
+	}
+
+	// Another algorithm: replaced, starting afresh.
+	p := Policy{Name: "p", Config: slidinglog.Config{Limit: 4, Window: time.Hour}, Key: "user", Apps: []string{"mobile"}}
+	v = update(t, s, p).Version
+	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	if got := grants(t, r, "p", "u2", "mobile", 10); got != 4 {
+		t.Errorf("after a change of algorithm: %d grants, want 4 (a fresh limiter)", got)
+	}
+
+	// Deleted.
+	if err := s.Delete(ctx, "p", 0, "x"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "the deletion", func() bool { _, ok := r.Policy("p"); return !ok })
+	if _, err := r.Acquire(ctx, "p", "u2", "mobile", 1); !errors.Is(err, ErrUnknownPolicy) {
+		t.Errorf("after Delete: %v", err)
+	}
+}
+
+// A change of each algorithm, as the registry applies it: what a key has
+// taken counts against the new limit, so a change never admits more than
+// the larger of the two limits.
+func TestRegistryChangePerAlgorithm(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name       string
+		from, to   ratelimit.Config
+		take, more int
+	}{
+		{"tokenbucket up", tokenbucket.Config{Rate: 0.001, Burst: 4}, tokenbucket.Config{Rate: 0.001, Burst: 8}, 4, 0},
+		{"tokenbucket down", tokenbucket.Config{Rate: 0.001, Burst: 8}, tokenbucket.Config{Rate: 0.001, Burst: 2}, 1, 2}, // 7 tokens clamped to 2
+		{"fixedwindow up", fixedwindow.Config{Limit: 4, Window: time.Hour}, fixedwindow.Config{Limit: 8, Window: time.Hour}, 4, 4},
+		{"fixedwindow down", fixedwindow.Config{Limit: 8, Window: time.Hour}, fixedwindow.Config{Limit: 2, Window: time.Hour}, 1, 1},
+		{"slidinglog up", slidinglog.Config{Limit: 4, Window: time.Hour}, slidinglog.Config{Limit: 8, Window: time.Hour}, 4, 4},
+		{"concurrency up", concurrency.Config{Limit: 4}, concurrency.Config{Limit: 8}, 4, 4},
+		{"concurrency down", concurrency.Config{Limit: 8}, concurrency.Config{Limit: 2}, 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := NewMemoryStore()
+			s.Create(ctx, Policy{Name: "p", Config: c.from, Key: "user", Apps: []string{"web"}}, "a")
+			r := newRegistry(t, s, Options{})
+			if got := grants(t, r, "p", "u", "web", c.take); got != c.take {
+				t.Fatalf("%d grants before", got)
+			}
+			v := update(t, s, Policy{Name: "p", Config: c.to, Key: "user", Apps: []string{"web"}}).Version
+			waitFor(t, time.Second, "the update", applied(r, "p", v))
+			if got := grants(t, r, "p", "u", "web", 20); got != c.more {
+				t.Errorf("%d grants after the change, want %d", got, c.more)
+			}
+		})
+	}
+}
+
+// Decisions run on while the policy changes back and forth: no error, and no
+// data race (the race detector watches).
+func TestRegistryConcurrentChanges(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	s.Create(ctx, window("p", 1000, "user", "web"), "a")
+	r := newRegistry(t, s, Options{})
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				_, err := r.Acquire(ctx, "p", string(rune('a'+(i+g)%8)), "web", 1)
+				if err != nil && !errors.Is(err, ErrForbidden) {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	configs := []Policy{
+		window("p", 500, "user", "web"),
+		{Name: "p", Config: tokenbucket.Config{Rate: 100, Burst: 50}, Key: "user", Apps: []string{"web"}},
+		window("p", 2000, "user", "web", "mobile"),
+		window("p", 2000, "ip", "web"),
+	}
+	for i := range 40 {
+		update(t, s, configs[i%len(configs)])
+		time.Sleep(time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+}
+
+// BenchmarkRegistry measures what a policy lookup adds to a decision: the
+// same partitioned memory limiter asked directly, and through the registry.
+func BenchmarkRegistry(b *testing.B) {
+	ctx := context.Background()
+	cfg := tokenbucket.Config{Rate: 1e9, Burst: 1 << 30}
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "user-" + string(rune('A'+i%26)) + string(rune('a'+i/26%26)) + string(rune('0'+i/676))
+	}
+	b.Run("plain", func(b *testing.B) {
+		s := NewMemoryStore()
+		f, _ := Memory()(Policy{Config: cfg})
+		lim, err := partitioned.New(partitioned.Config[string]{Key: identity, New: f.ForKey})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer lim.Close()
+		_ = s
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := lim.Acquire(ctx, keys[i&1023], 1); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("registry", func(b *testing.B) {
+		s := NewMemoryStore()
+		s.Create(ctx, Policy{Name: "api", Config: cfg, Key: "user", Apps: []string{"web", "mobile"}}, "a")
+		for i := range 20 { // a registry of several policies
+			s.Create(ctx, window("other-"+string(rune('a'+i)), 10, "user", "web"), "a")
+		}
+		r, err := NewRegistry(ctx, s, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := r.Acquire(ctx, "api", keys[i&1023], "mobile", 1); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
