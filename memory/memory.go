@@ -229,6 +229,7 @@ func apply(opts []Option) options {
 type conf[S any] struct {
 	cur      *atomic.Pointer[conf[S]] // the current configuration of the limiters that share this one
 	clock    ratelimit.Clock          // nil: the monotonic clock
+	cfg      ratelimit.Config         // what it was made from (a value, not a pointer)
 	model    model[S]
 	reserver reserver[S] // nil unless the model reserves
 	refunder refunder[S] // nil unless the model takes grants back
@@ -247,7 +248,7 @@ func makeConf[S any](m model[S], err error, cfg ratelimit.Config) (*conf[S], err
 	if err != nil {
 		return nil, err
 	}
-	c := &conf[S]{model: m, capacity: cfg.Capacity(), queue: cfg.QueueOptions(), infos: leases.MakeInfos(cfg.Capacity())}
+	c := &conf[S]{model: m, cfg: cfg, capacity: cfg.Capacity(), queue: cfg.QueueOptions(), infos: leases.MakeInfos(cfg.Capacity())}
 	mp := any(m)
 	c.reserver, _ = mp.(reserver[S])
 	c.refunder, _ = mp.(refunder[S])
@@ -983,6 +984,7 @@ func carry[S any](old, c *conf[S], s S, now int64) S {
 // their configuration: reconfiguring one reconfigures all, each carrying
 // its state over at its next call. Queued waiters are examined again at
 // once; a token bucket's reservations keep the instants they were given.
+// The config in force already changes nothing.
 func (l *limiter[S]) Reconfigure(cfg ratelimit.Config) error {
 	ac, err := newConf(cfg)
 	if err != nil {
@@ -991,6 +993,9 @@ func (l *limiter[S]) Reconfigure(cfg ratelimit.Config) error {
 	c, ok := ac.(*conf[S])
 	if !ok {
 		return fmt.Errorf("%w: memory: Reconfigure with a %T, of another algorithm", ratelimit.ErrInvalidConfig, cfg)
+	}
+	if cur := l.conf().cur.Load(); cur.cfg == c.cfg {
+		return nil
 	}
 	c.cur, c.clock = l.conf().cur, l.conf().clock
 	c.cur.Store(c)

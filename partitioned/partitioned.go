@@ -114,6 +114,8 @@ type Limiter[R any] struct {
 	mu     sync.Mutex // guards timer and closed
 	timer  ratelimit.Timer
 	closed atomic.Bool
+
+	reconf atomic.Pointer[ratelimit.Config] // the last Reconfigure's config; nil before
 }
 
 // New validates cfg and starts the sweeper.
@@ -288,6 +290,11 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 		l.discard(key, lim, nil) // it was made for this partition: closed, as any discarded
 		return nil, fmt.Errorf("%w %q: %w: Config.New returned a %T, which is not a ratelimit.Idler: its partition could never be evicted", ErrNoPartition, key, ratelimit.ErrInvalidConfig, lim)
 	}
+	applied := l.reconf.Load()
+	if err := reconfigureNew(lim, applied); err != nil {
+		l.discard(key, lim, nil)
+		return nil, fmt.Errorf("%w %q: %w", ErrNoPartition, key, err)
+	}
 	var closed []closeError // of partitions evicted to make room, reported once unlocked
 	s.mu.Lock()
 	if l.closed.Load() {
@@ -320,6 +327,16 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 		}
 		i, _ = s.find(&l.store, key, h) // eviction moves slots
 	}
+	if rc := l.reconf.Load(); rc != applied {
+		// A Reconfigure came while New ran; its sweep of this shard may
+		// have passed already.
+		if err := reconfigureNew(lim, rc); err != nil {
+			l.live.Add(-1)
+			s.mu.Unlock()
+			l.discard(key, lim, closed)
+			return nil, fmt.Errorf("%w %q: %w", ErrNoPartition, key, err)
+		}
+	}
 	id := l.store.alloc()
 	p = l.store.at(id)
 	p.key, p.limiter = key, lim
@@ -329,6 +346,86 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 	s.mu.Unlock()
 	l.report(closed)
 	return p, nil
+}
+
+// reconfigureNew applies the last Reconfigure's config (rc, when not nil)
+// to lim, a limiter just made by Config.New, when it is a Reconfigurer.
+func reconfigureNew(lim ratelimit.Limiter, rc *ratelimit.Config) error {
+	if rc == nil {
+		return nil
+	}
+	if r, ok := lim.(ratelimit.Reconfigurer); ok {
+		return r.Reconfigure(*rc)
+	}
+	return nil
+}
+
+// Reconfigure applies cfg to the limiter of every live partition that is a
+// ratelimit.Reconfigurer (the others are left as they are), and to every
+// limiter Config.New makes from now on, before its partition serves a
+// call: a policy's limit changes for every key at once (see
+// ratelimit.Reconfigurer for what each limiter carries over). An invalid
+// cfg (ratelimit.ErrInvalidConfig) changes nothing. The errors of
+// partitions that refuse cfg (a limiter of another algorithm) are joined,
+// each naming its key; the others are reconfigured all the same.
+func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
+	if l == nil || l.cfg.New == nil {
+		return fmt.Errorf("%w: partitioned: a Limiter must be made by New", ratelimit.ErrInvalidConfig)
+	}
+	if check.IsNil(cfg) {
+		return fmt.Errorf("%w: partitioned: Reconfigure with a nil config", ratelimit.ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if l.closed.Load() {
+		return ratelimit.ErrClosed
+	}
+	l.reconf.Store(&cfg)
+	var errs []error
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.RLock()
+		for _, v := range s.slots {
+			if v == 0 {
+				continue
+			}
+			p := l.store.at(uint32(v) - 1)
+			if err := reconfigureNew(p.limiter, &cfg); err != nil {
+				errs = append(errs, fmt.Errorf("partitioned: partition %q: %w", p.key, err))
+			}
+		}
+		s.mu.RUnlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Reset puts the partition of resource back in its initial state (see
+// ratelimit.Resetter), making it first when there is none (on Redis the
+// state outlives the partition). It is an error wrapping
+// errors.ErrUnsupported when the partition's limiter is not a
+// ratelimit.Resetter, and one wrapping ErrNoPartition when MaxPartitions
+// are busy (an Overflow limiter, shared, is never reset).
+func (l *Limiter[R]) Reset(ctx context.Context, resource R) error {
+	if err := l.check(ctx, 0); err != nil {
+		return err
+	}
+	lim, p, _, err := l.get(resource)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		if lim == nil { // the refusal was counted: it is not a request's
+			l.stats.refused.Add(-1)
+		}
+		return fmt.Errorf("%w: MaxPartitions are busy, so the resource has no partition to reset", ErrNoPartition)
+	}
+	defer p.done()
+	r, ok := lim.(ratelimit.Resetter)
+	if !ok {
+		return fmt.Errorf("partitioned: partition %q: a %T cannot be reset: %w", p.key, lim, errors.ErrUnsupported)
+	}
+	return r.Reset(ctx)
 }
 
 // closeError is the error of closing the limiter of a partition's key.
