@@ -58,7 +58,8 @@ type AdminOptions struct {
 // algorithm refuses, numbers that do not fit, a missing or wrong version,
 // a name other than the URL's), 404 for an unknown policy, 409 for a
 // version conflict or a name taken, 405 on a read-only store, 413 for a body
-// over MaxBodyBytes, 503 when Redis cannot be reached. Nothing is written
+// over MaxBodyBytes, 501 for a reset the backend cannot make, 503 when
+// Redis cannot be reached. Nothing is written
 // unless the whole request is valid, and each write is atomic in the store.
 // After a write the registry reloads at once, so the process serving the
 // API applies the change before it answers; the others learn of it through
@@ -189,6 +190,8 @@ func (a *admin) error(w http.ResponseWriter, err error) {
 	case errors.Is(err, ErrReadOnly):
 		w.Header().Set("Allow", "GET")
 		fail(w, http.StatusMethodNotAllowed, err.Error(), "", "")
+	case errors.Is(err, errors.ErrUnsupported):
+		fail(w, http.StatusNotImplemented, err.Error(), "", "")
 	case errors.Is(err, redis.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		fail(w, http.StatusServiceUnavailable, err.Error(), "", "")
 	default:

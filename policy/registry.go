@@ -99,11 +99,6 @@ type entry struct {
 	global  bool
 }
 
-// Resetter is what partitioned.Limiter offers to reset one key.
-type keyResetter interface {
-	Reset(ctx context.Context, key string) error
-}
-
 // NewRegistry reads store's policies, makes their limiters and follows
 // the store's changes until Close. An error reading the store is returned;
 // a policy whose limiters cannot be made is reported to Options.OnError and
@@ -230,17 +225,14 @@ func (r *Registry) update(e *entry, p Policy) bool {
 			return false
 		}
 		// The factory first, so that partitions made from now on have the
-		// new config (memory's and redis's Factories apply it to the
-		// limiters they made too); then the live partitions, when the
-		// partitioned limiter can.
+		// new config (memory's Factory applies it to the limiters it made
+		// too); then the live partitions, and those made meanwhile.
 		if fr.Reconfigure(p.Config) != nil {
 			return false
 		}
-		if lr, ok := any(e.lim).(ratelimit.Reconfigurer); ok {
-			if err := lr.Reconfigure(p.Config); err != nil {
-				r.report(fmt.Errorf("policy: reconfiguring %q: %w", p.Name, err))
-				return false
-			}
+		if err := e.lim.Reconfigure(p.Config); err != nil {
+			r.report(fmt.Errorf("policy: reconfiguring %q: %w", p.Name, err))
+			return false
 		}
 	}
 	p = clonePolicy(p)
@@ -368,17 +360,15 @@ func (r *Registry) Peek(ctx context.Context, name, key string) (ratelimit.Lease,
 }
 
 // Reset puts key's limiter of policy name back in its initial state (see
-// ratelimit.Resetter): on Redis, for every process.
+// ratelimit.Resetter and partitioned's Reset): on Redis, for every process.
+// A backend whose limiters cannot reset returns an error wrapping
+// errors.ErrUnsupported.
 func (r *Registry) Reset(ctx context.Context, name, key string) error {
 	e, k, err := r.lookup(name, key, "", false)
 	if err != nil {
 		return err
 	}
-	kr, ok := any(e.lim).(keyResetter)
-	if !ok {
-		return fmt.Errorf("%w: this build's partitioned limiter cannot reset a key", errors.ErrUnsupported)
-	}
-	return kr.Reset(ctx, k)
+	return e.lim.Reset(ctx, k)
 }
 
 // Close stops following the store and closes every policy's limiters
