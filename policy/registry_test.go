@@ -13,7 +13,9 @@ import (
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/slidinglog"
+	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 func window(name string, limit int, key string, apps ...string) Policy {
@@ -199,6 +201,10 @@ func TestRegistryChangePerAlgorithm(t *testing.T) {
 		{"fixedwindow up", fixedwindow.Config{Limit: 4, Window: time.Hour}, fixedwindow.Config{Limit: 8, Window: time.Hour}, 4, 4},
 		{"fixedwindow down", fixedwindow.Config{Limit: 8, Window: time.Hour}, fixedwindow.Config{Limit: 2, Window: time.Hour}, 1, 1},
 		{"slidinglog up", slidinglog.Config{Limit: 4, Window: time.Hour}, slidinglog.Config{Limit: 8, Window: time.Hour}, 4, 4},
+		{"tokenbucket interval up", tokenbucket.Config{Period: time.Hour, PerPeriod: 1, Burst: 4}, tokenbucket.Config{Period: time.Hour, PerPeriod: 1, Burst: 8}, 4, 0},
+		{"slidingwindow segmented up", slidingwindow.Config{Limit: 4, Window: time.Hour, Segments: 4}, slidingwindow.Config{Limit: 8, Window: time.Hour, Segments: 4}, 4, 4},
+		{"slidingwindow weighted down", slidingwindow.Config{Limit: 8, Window: time.Hour}, slidingwindow.Config{Limit: 2, Window: time.Hour}, 1, 1},
+		{"slidinglog down", slidinglog.Config{Limit: 8, Window: time.Hour}, slidinglog.Config{Limit: 2, Window: time.Hour}, 3, 0},
 		{"concurrency up", concurrency.Config{Limit: 4}, concurrency.Config{Limit: 8}, 4, 4},
 		{"concurrency down", concurrency.Config{Limit: 8}, concurrency.Config{Limit: 2}, 1, 1},
 	} {
@@ -215,6 +221,77 @@ func TestRegistryChangePerAlgorithm(t *testing.T) {
 				t.Errorf("%d grants after the change, want %d", got, c.more)
 			}
 		})
+	}
+}
+
+// A waiter on a policy whose limiters are replaced (a change of algorithm)
+// waits on the new ones.
+func TestRegistryWaitAcrossReplacement(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	s.Create(ctx, Policy{Name: "p", Config: concurrency.Config{Limit: 1}, Key: Global, Apps: []string{"web"}}, "a")
+	r := newRegistry(t, s, Options{})
+	held, err := r.Acquire(ctx, "p", "", "web", 1)
+	if err != nil || !held.Acquired() {
+		t.Fatal(held, err)
+	}
+	done := make(chan ratelimit.Lease)
+	go func() {
+		l, err := r.Wait(ctx, "p", "", "web", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- l
+	}()
+	time.Sleep(20 * time.Millisecond) // let it queue
+	update(t, s, Policy{Name: "p", Config: fixedwindow.Config{Limit: 5, Window: time.Hour}, Key: Global, Apps: []string{"web"}})
+	select {
+	case l := <-done:
+		if !l.Acquired() || l.Limit() != 5 {
+			t.Fatalf("the waiter got %v", l)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the waiter was not served by the new limiter")
+	}
+	held.Release()
+}
+
+func TestRegistryFileStore(t *testing.T) {
+	path := t.TempDir() + "/policies.json"
+	writeFile(t, path, `{"policies":[{"name":"p","algorithm":"fixedwindow","fixedwindow":{"limit":2,"window":"1h"},"key":"user","apps":["web"]}]}`)
+	s, err := NewFileStore(path, FileOptions{Interval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRegistry(t, s, Options{})
+	if got := grants(t, r, "p", "u", "web", 5); got != 2 {
+		t.Fatalf("%d grants", got)
+	}
+	writeFile(t, path, `{"policies":[{"name":"p","algorithm":"fixedwindow","fixedwindow":{"limit":4,"window":"1h"},"key":"user","apps":["web"]}]}`)
+	waitFor(t, 2*time.Second, "the file's change", func() bool {
+		p, _ := r.Policy("p")
+		return p.Config.(fixedwindow.Config).Limit == 4
+	})
+	if got := grants(t, r, "p", "u", "web", 5); got != 2 {
+		t.Fatalf("%d grants after raising 2 to 4 with 2 taken", got)
+	}
+	writeFile(t, path, `{"policies":[]}`)
+	waitFor(t, 2*time.Second, "the deletion", func() bool { _, ok := r.Policy("p"); return !ok })
+}
+
+// A store that cannot be read fails NewRegistry, leaving nothing running
+// (goleak checks).
+func TestRegistryUnreachableStore(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer c.Close()
+	s, err := NewRedisStore(c, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := NewRegistry(ctx, s, Options{}); err == nil {
+		t.Fatal("NewRegistry on an unreachable store")
 	}
 }
 
