@@ -2,7 +2,7 @@
 # the algorithm comparison.
 GO ?= go
 
-.PHONY: test test-redis test-others test-bench bench gobench lint cover
+.PHONY: test test-redis test-others test-bench test-grpc bench gobench lint cover
 
 # The suites run side by side, each printing a line per package as the
 # package finishes: the redis package (the longest, waiting on servers more
@@ -11,8 +11,9 @@ GO ?= go
 test:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd grpclimit && $(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	@$(MAKE) --no-print-directory -k -j3 test-redis test-others test-bench
+	@$(MAKE) --no-print-directory -k -j3 test-redis test-others test-bench test-grpc
 
 test-redis:
 	$(GO) test -race -count=1 ./redis/
@@ -22,6 +23,9 @@ test-others:
 
 test-bench:
 	cd bench && $(GO) test -race -count=1 ./...
+
+test-grpc:
+	cd grpclimit && $(GO) test -race -count=1 ./...
 
 # The algorithm comparison: a markdown report on stdout, bench/report.html.
 bench:
@@ -38,6 +42,8 @@ lint:
 	cd bench && $(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	cd grpclimit && $(GO) vet ./...
+	cd grpclimit && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 cover:
 	$(GO) test -race -coverprofile=cover.out ./...

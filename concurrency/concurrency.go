@@ -5,6 +5,10 @@
 // progress, not a rate: a fast caller may take and release permits as often as
 // it likes. A refusal has no RetryAfter, since permits come back on Release,
 // not with time. Memory: one counter per key.
+//
+// Reconfigured while it runs (ratelimit.Reconfigurer), holders keep their
+// permits and release them as before; the new Limit applies to new
+// requests, so none is granted until the holders fit it.
 package concurrency
 
 import (

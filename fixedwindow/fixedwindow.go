@@ -9,6 +9,11 @@
 // any aligned window. A refused request can retry when the window ends. A
 // decision at an instant older than the state's window (a clock read before
 // another goroutine decided) counts in the state's window.
+//
+// Reconfigured while it runs (ratelimit.Reconfigurer), the permits counted
+// in the current window stay counted, against the new Limit, until the
+// window (of the new length, in memory) in which the change falls ends. On
+// Redis the Window cannot change: the state is the count of one window.
 package fixedwindow
 
 import (

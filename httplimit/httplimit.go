@@ -4,9 +4,12 @@
 // Both take a Keyed limiter: a partitioned one (one limit per client IP, or
 // per upstream host) over any backend, one limit for every key (Global), or
 // any limiter per key (KeyedFunc: a per-key limit chained with a global
-// one, say). Responses carry the IETF RateLimit header fields
-// (draft-ietf-httpapi-ratelimit-headers): RateLimit-Policy ("name";q=;w=) and
-// RateLimit ("name";r=;t=), and optionally the legacy X-RateLimit-* trio.
+// one, say). Middleware also applies per-route policies (a login limit and
+// an API limit under a global one). Responses carry the IETF RateLimit
+// header fields of draft-ietf-httpapi-ratelimit-headers-11:
+// RateLimit-Policy ("name";q=;w=) and RateLimit ("name";r=;t=, t being the
+// time until the quota next grows), and optionally the legacy
+// X-RateLimit-* trio.
 package httplimit
 
 import (
@@ -14,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -34,6 +36,15 @@ type KeyFunc func(*http.Request) string
 type Keyed interface {
 	Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error)
 	Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error)
+}
+
+// KeyedRefunder is a Keyed that can take back a grant it made, as
+// ratelimit.Refunder does for one limiter: a *partitioned.Limiter[string]
+// is one, and so are KeyedFunc and Global. Middleware uses it so that a
+// request its global limiter refuses spends nothing of its route's policy.
+type KeyedRefunder interface {
+	Keyed
+	Refund(ctx context.Context, key string, lease ratelimit.Lease, permits int) error
 }
 
 // KeyedFunc is a Keyed that asks f for the limiter of each key: for a
@@ -62,6 +73,20 @@ func (f KeyedFunc) Wait(ctx context.Context, key string, permits int) (ratelimit
 		return ratelimit.Lease{}, err
 	}
 	return l.Wait(ctx, permits)
+}
+
+// Refund gives lease back to f(key) when that is a ratelimit.Refunder,
+// and releases it otherwise.
+func (f KeyedFunc) Refund(ctx context.Context, key string, lease ratelimit.Lease, permits int) error {
+	l, err := f.of(key)
+	if err != nil {
+		return err
+	}
+	if r, ok := l.(ratelimit.Refunder); ok {
+		return r.Refund(ctx, lease, permits)
+	}
+	lease.Release()
+	return nil
 }
 
 func (f KeyedFunc) of(key string) (ratelimit.Limiter, error) {
@@ -156,10 +181,26 @@ func hostOf(s string) string {
 type Options struct {
 	// Key maps a request to its partition; ClientIP() by default.
 	Key KeyFunc
-	// Policy names the policy in the RateLimit fields; "default" by default.
+	// Policy names the policy in the RateLimit fields; "default" by
+	// default. It must be printable ASCII (see ValidPolicyName).
 	Policy string
-	// Window is the policy's window, for RateLimit-Policy's w= (omitted when 0).
+	// Window is the policy's window, for RateLimit-Policy's w; by default
+	// Config's (a token bucket's: the time to fill it), omitted without one.
 	Window time.Duration
+	// Config is the configuration of the limiter's partitions (a
+	// tokenbucket.Config, fixedwindow.Config, ...), which makes the
+	// RateLimit field's t exact on grants (see Middleware). Without it, or
+	// for a limiter that is not one algorithm (a Chain), t is sent only on
+	// refusals, where the lease tells it.
+	Config ratelimit.Config
+	// Clock reads the time where t needs it (the end of an epoch-aligned
+	// window that has no grant yet); the system clock when nil. Give it the
+	// limiter's clock.
+	Clock ratelimit.Clock
+	// Routes adds per-route policies: a request that matches a route's
+	// pattern is limited by the route's policy first, and then by the
+	// middleware's own. The most specific pattern wins, as in ServeMux.
+	Routes []Route
 	// StatusCode answers refused requests (with the default OnRejected);
 	// 429 by default. It must be a client or server error, in [400, 599].
 	StatusCode int
@@ -170,22 +211,146 @@ type Options struct {
 	// MaxWait (and the request's own context) instead of being refused at
 	// once; zero means no waiting. It must not be negative.
 	MaxWait time.Duration
-	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset (seconds).
+	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset (seconds
+	// until the quota is fully reset), of the policy with the least
+	// remaining quota.
 	LegacyHeaders bool
 }
 
-// Middleware returns a middleware that limits requests per Key with l. A
-// concurrency limiter's lease is released when the handler returns, even if
-// it panics. A limiter that cannot decide (a closed limiter, a failing
-// backend) answers 503.
+// Policy is a named limit for Routes: its own limiter, key, and the
+// figures of its RateLimit fields, as in Options.
+type Policy struct {
+	Name    string // required, printable ASCII (see ValidPolicyName)
+	Limiter Keyed  // required
+	Key     KeyFunc
+	Window  time.Duration
+	Config  ratelimit.Config
+}
+
+// Route applies Policy to the requests that match Pattern, a
+// net/http.ServeMux pattern ("POST /login", "/api/", "GET /items/{id}",
+// "example.com/"). Patterns follow ServeMux's rules: two patterns that
+// conflict are an error.
+type Route struct {
+	Pattern string
+	Policy  Policy
+}
+
+// policy is a validated Policy.
+type policy struct {
+	name   string // as a structured-field String
+	l      Keyed
+	key    KeyFunc
+	window time.Duration
+	cfg    ratelimit.Config
+}
+
+func newPolicy(p Policy, defaultKey KeyFunc) (policy, error) {
+	if check.IsNil(p.Limiter) {
+		return policy{}, fmt.Errorf("%w: httplimit: policy %q needs a limiter, got nil", ratelimit.ErrInvalidConfig, p.Name)
+	}
+	if err := ValidPolicyName(p.Name); err != nil {
+		return policy{}, err
+	}
+	if p.Window < 0 {
+		return policy{}, fmt.Errorf("%w: httplimit: policy %q: Window must not be negative, got %v", ratelimit.ErrInvalidConfig, p.Name, p.Window)
+	}
+	if p.Config != nil {
+		if err := p.Config.Validate(); err != nil {
+			return policy{}, fmt.Errorf("httplimit: policy %q: %w", p.Name, err)
+		}
+	}
+	if p.Key == nil {
+		p.Key = defaultKey
+	}
+	return policy{name: sfString(p.Name), l: p.Limiter, key: p.Key, window: policyWindow(p.Config, p.Window), cfg: p.Config}, nil
+}
+
+// routeIndex is the marker handler of route i in the routing mux.
+type routeIndex int
+
+func (routeIndex) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// router finds the route of a request with a ServeMux of markers.
+type router struct {
+	mux      *http.ServeMux
+	policies []policy
+}
+
+func newRouter(routes []Route, defaultKey KeyFunc) (_ *router, err error) {
+	if len(routes) == 0 {
+		return nil, nil
+	}
+	rt := &router{mux: http.NewServeMux()}
+	for i, r := range routes {
+		p, err := newPolicy(r.Policy, defaultKey)
+		if err != nil {
+			return nil, fmt.Errorf("httplimit: route %q: %w", r.Pattern, err)
+		}
+		if err := register(rt.mux, r.Pattern, routeIndex(i)); err != nil {
+			return nil, err
+		}
+		rt.policies = append(rt.policies, p)
+	}
+	return rt, nil
+}
+
+// register is mux.Handle, with its panic on a bad pattern as an error.
+func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: httplimit: route %q: %v", ratelimit.ErrInvalidConfig, pattern, r)
+		}
+	}()
+	if pattern == "" {
+		return fmt.Errorf("%w: httplimit: a route needs a pattern", ratelimit.ErrInvalidConfig)
+	}
+	mux.Handle(pattern, h)
+	return nil
+}
+
+// policy returns the policy of r's route; nil when r has none.
+func (rt *router) policy(r *http.Request) *policy {
+	if rt == nil {
+		return nil
+	}
+	if h, _ := rt.mux.Handler(r); h != nil {
+		if i, ok := h.(routeIndex); ok {
+			return &rt.policies[i]
+		}
+	}
+	return nil
+}
+
+// Middleware returns a middleware that limits requests per Key with l, and
+// with the policy of their route (Options.Routes) before that. A refusal
+// by the route's policy spends nothing of l's; a refusal by l gives back
+// what the route's policy granted when its limiter is a KeyedRefunder (a
+// partitioned limiter, KeyedFunc and Global of memory or redis limiters),
+// and otherwise leaves it spent. A concurrency limiter's lease is released
+// when the handler returns, even if it panics. A limiter that cannot
+// decide (a closed limiter, a failing backend) answers 503.
 //
-// A nil l (or a nil *partitioned.Limiter in it), a StatusCode outside
-// [400, 599] or a negative MaxWait is an error wrapping
+// Every response carries the fields of draft-ietf-httpapi-ratelimit-headers-11,
+// one list member per policy that decided the request (the route's, then
+// l's): RateLimit-Policy ("name";q=limit;w=window) and RateLimit
+// ("name";r=remaining;t=seconds), where t is the effective window: the
+// time until the available quota next grows (the next token of a bucket,
+// the end of a fixed window), rounded up. On a refusal t is the lease's
+// RetryAfter, and Retry-After is the same figure, so it never points
+// earlier than the end of t. On a grant t needs the policy's Config: see
+// Options.Config. A concurrency policy has qu="concurrent-requests" and no t.
+//
+// l may be nil when Routes are given: only routed requests are limited.
+// Otherwise a nil l (or a nil *partitioned.Limiter in it), a policy name
+// that is not printable ASCII, a route whose pattern ServeMux rejects or
+// whose policy has no limiter, a StatusCode outside [400, 599] or a
+// negative MaxWait or Window is an error wrapping
 // ratelimit.ErrInvalidConfig. The middleware given a nil
 // handler logs it (with the log package) and answers every request with
 // 500 Internal Server Error.
 func Middleware(l Keyed, o Options) (func(http.Handler) http.Handler, error) {
-	if check.IsNil(l) {
+	if check.IsNil(l) && len(o.Routes) == 0 {
 		return nil, fmt.Errorf("%w: httplimit: Middleware needs a limiter, got nil", ratelimit.ErrInvalidConfig)
 	}
 	if o.StatusCode != 0 && (o.StatusCode < 400 || o.StatusCode > 599) {
@@ -208,7 +373,19 @@ func Middleware(l Keyed, o Options) (func(http.Handler) http.Handler, error) {
 			http.Error(w, "rate limit exceeded", o.StatusCode)
 		}
 	}
-	policy := strconv.Quote(o.Policy)
+	var global *policy
+	if !check.IsNil(l) {
+		p, err := newPolicy(Policy{Name: o.Policy, Limiter: l, Key: o.Key, Window: o.Window, Config: o.Config}, o.Key)
+		if err != nil {
+			return nil, err
+		}
+		global = &p
+	}
+	routes, err := newRouter(o.Routes, o.Key)
+	if err != nil {
+		return nil, err
+	}
+	m := &middleware{o: o, global: global, routes: routes}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			log.Print("httplimit: Middleware was given a nil handler; every request will get 500 Internal Server Error")
@@ -216,57 +393,135 @@ func Middleware(l Keyed, o Options) (func(http.Handler) http.Handler, error) {
 				http.Error(w, "no handler", http.StatusInternalServerError)
 			})
 		}
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			key := o.Key(r)
-			var lease ratelimit.Lease
-			var err error
-			if o.MaxWait > 0 {
-				ctx, cancel := context.WithTimeout(r.Context(), o.MaxWait)
-				lease, err = l.Wait(ctx, key, 1)
-				cancel()
-				if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
-					err = nil // waited MaxWait: a refusal
-				}
-			} else {
-				lease, err = l.Acquire(r.Context(), key, 1)
-			}
-			if err != nil {
-				http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
-				return
-			}
-			defer lease.Release()
-			setHeaders(w.Header(), policy, o, lease)
-			if !lease.Acquired() {
-				if d, ok := lease.RetryAfter(); ok {
-					w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(d), 10))
-				}
-				o.OnRejected(w, r, lease)
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 	}, nil
 }
 
-// ceilSeconds rounds up to whole seconds, as delay-seconds require.
-func ceilSeconds(d time.Duration) int64 {
-	return int64(math.Ceil(d.Seconds()))
+type middleware struct {
+	o      Options
+	global *policy
+	routes *router
 }
 
-func setHeaders(h http.Header, policy string, o Options, lease ratelimit.Lease) {
-	if lease.Limit() <= 0 {
-		return // NoLimit partitions: no policy to announce
+// decided is a policy's lease for a request, on key.
+type decided struct {
+	p     *policy
+	key   string
+	lease ratelimit.Lease
+}
+
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	var buf [2]decided
+	leases := buf[:0]
+	defer func() {
+		for _, d := range leases {
+			d.lease.Release()
+		}
+	}()
+	for _, p := range [2]*policy{m.routes.policy(r), m.global} {
+		if p == nil {
+			continue
+		}
+		key := p.key(r)
+		lease, err := m.acquire(r, p, key)
+		if err != nil || !lease.Acquired() {
+			refund(r.Context(), leases) // the route's grant: nothing is spent for a refused request
+		}
+		if err != nil {
+			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		leases = append(leases, decided{p, key, lease})
+		if !lease.Acquired() {
+			break
+		}
 	}
-	p := fmt.Sprintf("%s;q=%d", policy, lease.Limit())
-	if o.Window > 0 {
-		p += fmt.Sprintf(";w=%d", ceilSeconds(o.Window))
+	if len(leases) == 0 {
+		next.ServeHTTP(w, r)
+		return
 	}
-	remaining, reset := max(lease.Remaining(), 0), ceilSeconds(lease.ResetAfter())
-	h.Set("RateLimit-Policy", p)
-	h.Set("RateLimit", fmt.Sprintf("%s;r=%d;t=%d", policy, remaining, reset))
-	if o.LegacyHeaders {
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(lease.Limit(), 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	last := leases[len(leases)-1].lease
+	m.setHeaders(w.Header(), leases)
+	if !last.Acquired() {
+		if d, ok := last.RetryAfter(); ok {
+			w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(d), 10))
+		}
+		m.o.OnRejected(w, r, last)
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// refund gives back the grants of ds, of a request a later policy
+// refused: to a KeyedRefunder's limiter (its error is dropped: the grant is
+// then kept, as a limiter without Refund keeps it); the deferred Release
+// gives a concurrency lease back in any case.
+func refund(ctx context.Context, ds []decided) {
+	for _, d := range ds {
+		if r, ok := d.p.l.(KeyedRefunder); ok && d.lease.Acquired() {
+			r.Refund(context.WithoutCancel(ctx), d.key, d.lease, 1)
+		}
+	}
+}
+
+func (m *middleware) acquire(r *http.Request, p *policy, key string) (ratelimit.Lease, error) {
+	if m.o.MaxWait <= 0 {
+		return p.l.Acquire(r.Context(), key, 1)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), m.o.MaxWait)
+	lease, err := p.l.Wait(ctx, key, 1)
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+		err = nil // waited MaxWait: a refusal
+	}
+	return lease, err
+}
+
+func (m *middleware) now() time.Time {
+	if m.o.Clock != nil {
+		return m.o.Clock.Now()
+	}
+	return time.Now()
+}
+
+// setHeaders writes the RateLimit fields of the decided policies.
+func (m *middleware) setHeaders(h http.Header, leases []decided) {
+	var pol, lim []byte
+	var least *ratelimit.Lease
+	now := m.now()
+	for i := range leases {
+		d := &leases[i]
+		lease := d.lease
+		if lease.Limit() <= 0 {
+			continue // NoLimit partitions: no policy to announce
+		}
+		if len(pol) > 0 {
+			pol = append(pol, ", "...)
+			lim = append(lim, ", "...)
+		}
+		pol = append(pol, d.p.name...)
+		pol = appendParam(pol, "q", lease.Limit())
+		pol = append(pol, quotaUnit(d.p.cfg)...)
+		if d.p.window > 0 {
+			pol = appendParam(pol, "w", ceilSeconds(d.p.window))
+		}
+		lim = append(lim, d.p.name...)
+		lim = appendParam(lim, "r", max(lease.Remaining(), 0))
+		if t, ok := effectiveWindow(d.p.cfg, lease, now); ok {
+			lim = appendParam(lim, "t", ceilSeconds(t))
+		}
+		if least == nil || lease.Remaining() < least.Remaining() || !lease.Acquired() {
+			least = &d.lease
+		}
+	}
+	if len(pol) == 0 {
+		return
+	}
+	h.Set("RateLimit-Policy", string(pol))
+	h.Set("RateLimit", string(lim))
+	if m.o.LegacyHeaders {
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(least.Limit(), 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(least.Remaining(), 0), 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(least.ResetAfter()), 10))
 	}
 }

@@ -84,7 +84,7 @@ func TestMiddlewareHeaders(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	clock.Advance(40 * time.Second) // a whole minute: the window ends in 60s
 	h := middleware(t, perKey(t, fixedwindow.Config{Limit: 3, Window: time.Minute}, clock),
-		httplimit.Options{Window: time.Minute, Policy: "per-ip", LegacyHeaders: true}, ok)
+		httplimit.Options{Config: fixedwindow.Config{Limit: 3, Window: time.Minute}, Clock: clock, Policy: "per-ip", LegacyHeaders: true}, ok)
 	for i, want := range []string{`"per-ip";r=2;t=60`, `"per-ip";r=1;t=60`, `"per-ip";r=0;t=60`} {
 		w := serve(h, "192.0.2.1:1234", nil)
 		if w.Code != 200 || w.Header().Get("RateLimit") != want || w.Header().Get("RateLimit-Policy") != `"per-ip";q=3;w=60` {

@@ -48,9 +48,11 @@ func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimit
 // sending. A refused request is not sent, and its body is closed unread.
 //
 // It learns from the upstream: a 429 or 503 response with Retry-After
-// (delay-seconds or an HTTP-date), or a RateLimit field with r=0, pauses that
-// partition until the given time, so the next requests wait here instead of
-// hitting the server.
+// (delay-seconds or an HTTP-date), or an exhausted policy in the RateLimit
+// fields of any response (any member with r=0, for its t, or else its
+// policy's w in RateLimit-Policy; any RateLimit-Policy member with q=0, for
+// its w), pauses that partition for the longest of those times, so the
+// next requests wait here instead of hitting the server.
 //
 // A concurrency limiter's permit is held until the response body is closed
 // (or the round trip fails): never longer and never shorter.
@@ -186,15 +188,17 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// learn pauses key when the upstream says it is limited.
+// learn pauses key when the upstream says it is limited: a 429 or 503
+// with Retry-After, or any exhausted policy in the RateLimit and
+// RateLimit-Policy fields, for the longest of the times they give.
 func (t *Transport) learn(key string, resp *http.Response) {
 	now := t.now()
 	var until time.Time
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		until = retryAfter(resp.Header.Get("Retry-After"), now)
 	}
-	if r, reset, ok := rateLimitField(resp.Header.Get("RateLimit")); ok && r == 0 {
-		if u := now.Add(time.Duration(reset) * time.Second); u.After(until) {
+	if d := exhausted(resp.Header); d > 0 {
+		if u := now.Add(d); u.After(until) {
 			until = u
 		}
 	}
@@ -203,41 +207,76 @@ func (t *Transport) learn(key string, resp *http.Response) {
 	}
 }
 
+// maxPause bounds a pause learnt from an upstream, so that adding it to
+// the present does not overflow: 100 years, the longest window a limiter
+// of this module accepts.
+const maxPause = 100 * 365 * 24 * time.Hour
+
+// seconds converts delay-seconds to a Duration, saturating at maxPause.
+func seconds(s int64) time.Duration {
+	if s > int64(maxPause/time.Second) {
+		return maxPause
+	}
+	return time.Duration(s) * time.Second
+}
+
+// exhausted reads every member of the RateLimit and RateLimit-Policy
+// fields (all their lines, as one List) and returns the longest pause they
+// ask for: t of a RateLimit member with r=0 (or, without t, the w of its
+// policy in RateLimit-Policy), and w of a policy with q=0. Members after a
+// syntax error are ignored, the ones before it are honoured.
+func exhausted(h http.Header) time.Duration {
+	limits, _ := parseList(strings.Join(h.Values("RateLimit"), ","))
+	var policies []member
+	if lines := h.Values("RateLimit-Policy"); len(lines) > 0 {
+		policies, _ = parseList(strings.Join(lines, ","))
+	}
+	window := func(name string) (int64, bool) {
+		for _, p := range policies {
+			if w, ok := p.params["w"]; ok && p.name == name {
+				return w, true
+			}
+		}
+		return 0, false
+	}
+	var longest time.Duration
+	for _, m := range limits {
+		if r, ok := m.params["r"]; !ok || r > 0 {
+			continue
+		}
+		t, ok := m.params["t"]
+		if !ok {
+			t, ok = window(m.name)
+		}
+		if ok && t > 0 {
+			longest = max(longest, seconds(t))
+		}
+	}
+	for _, p := range policies {
+		if q, ok := p.params["q"]; ok && q == 0 {
+			if w := p.params["w"]; w > 0 {
+				longest = max(longest, seconds(w))
+			}
+		}
+	}
+	return longest
+}
+
 // retryAfter parses Retry-After: delay-seconds or an HTTP-date.
 func retryAfter(v string, now time.Time) time.Time {
 	if v == "" {
 		return time.Time{}
 	}
 	if s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && s >= 0 {
-		return now.Add(time.Duration(s) * time.Second)
+		return now.Add(seconds(s))
+	}
+	if s := strings.TrimSpace(v); len(s) > 0 && s[0] >= '0' && s[0] <= '9' && strings.Trim(s, "0123456789") == "" {
+		return now.Add(maxPause) // more seconds than an int64 holds
 	}
 	if at, err := http.ParseTime(v); err == nil {
 		return at
 	}
 	return time.Time{}
-}
-
-// rateLimitField reads r= and t= from the first item of a RateLimit field.
-func rateLimitField(v string) (remaining, reset int64, ok bool) {
-	if v == "" {
-		return 0, 0, false
-	}
-	item, _, _ := strings.Cut(v, ",")
-	remaining, reset = -1, 0
-	for _, param := range strings.Split(item, ";")[1:] {
-		k, val, _ := strings.Cut(strings.TrimSpace(param), "=")
-		n, err := strconv.ParseInt(val, 10, 64)
-		if err != nil {
-			continue
-		}
-		switch k {
-		case "r":
-			remaining = n
-		case "t":
-			reset = n
-		}
-	}
-	return remaining, reset, remaining >= 0
 }
 
 // releasingBody releases the lease when the body is closed, once.

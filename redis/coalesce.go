@@ -325,8 +325,9 @@ func group(batch []*pending) []*scriptCall {
 			byScript[s.script] = c
 			calls = append(calls, c)
 		}
-		np := len(s.args)
-		c.args = append(append(c.args, np), s.args...)
+		sp := s.params() // one configuration for the shape's calls in the batch
+		np := len(sp.args)
+		c.args = append(append(c.args, np), sp.args...)
 		c.args = append(c.args, len(byShape[s]))
 		for _, l := range byShape[s] {
 			own := byLimiter[l]

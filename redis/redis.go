@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -233,19 +234,29 @@ type Limiter struct {
 
 // shape is what every limiter of one Factory shares.
 type shape struct {
-	client    goredis.UniversalClient
-	script    *goredis.Script
-	suffixes  []string      // of the keys, after prefix + "{" + key + "}"
-	args      []interface{} // the algorithm's parameters, after now, permits and op
+	client   goredis.UniversalClient
+	script   *goredis.Script
+	suffixes []string // of the keys, after prefix + "{" + key + "}"
+	p        atomic.Pointer[params]
+	reserves bool // token bucket: Wait reserves in the script
+	release  bool // concurrency: leases hold permits
+	direct   bool // the client bounds a call by its ctx's deadline: see run
+	o        options
+}
+
+// params is a configuration of the shape's algorithm, which Reconfigure
+// replaces whole. It does not change once made.
+type params struct {
+	cfg       ratelimit.Config // what it was made from (a value, not a pointer)
+	args      []interface{}    // the algorithm's parameters, after now, permits and op
 	capacity  int64
 	infos     leases.Infos // of capacity; a rate grant's token is its instant (us)
 	queue     ratelimit.Queue
 	unlimited bool
-	reserves  bool // token bucket: Wait reserves in the script
-	release   bool // concurrency: leases hold permits
-	direct    bool // the client bounds a call by its ctx's deadline: see run
-	o         options
 }
+
+// params is the shape's current configuration.
+func (s *shape) params() *params { return s.p.Load() }
 
 // ext is what a limiter needs only once it sleeps (Wait) or holds
 // concurrency leases, made on first need (see Limiter.ext): a limiter that
@@ -276,7 +287,7 @@ func (l *Limiter) ext() *ext {
 		return x
 	}
 	x := &ext{closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36)}
-	x.held = leases.GrantInfo(l.capacity, (*releaser)(l))
+	x.held = leases.GrantInfo(l.params().capacity, (*releaser)(l))
 	if l.closed.Load() {
 		close(x.closed)
 	}
@@ -303,7 +314,7 @@ func (l *Limiter) cached(p int64, at time.Time) (ratelimit.Lease, bool) {
 		return ratelimit.Lease{}, false
 	}
 	d := ratelimit.Decision{Remaining: r.remaining, RetryAfter: time.Duration(r.until - now), ResetAfter: time.Duration(max(r.resetAt-now, 0))}
-	return backend.Lease(&l.infos, d, ratelimit.ReasonLimit, 0), true
+	return backend.Lease(&l.params().infos, d, ratelimit.ReasonLimit, 0), true
 }
 
 // remember caches a refusal of p permits decided at the local instant at; a
@@ -349,6 +360,16 @@ func NewFactory(client goredis.UniversalClient, cfg ratelimit.Config, opts ...Op
 	for _, opt := range opts {
 		opt(&o)
 	}
+	s, err := newShape(client, cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Factory{s}, nil
+}
+
+// newShape checks client, cfg and o, and returns the shape of cfg's
+// limiters.
+func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (*shape, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: redis: nil client", ratelimit.ErrInvalidConfig)
 	}
@@ -367,10 +388,8 @@ func NewFactory(client goredis.UniversalClient, cfg ratelimit.Config, opts ...Op
 	if o.leaseTTL < time.Millisecond {
 		return nil, fmt.Errorf("%w: redis: lease TTL must be at least 1ms, got %v", ratelimit.ErrInvalidConfig, o.leaseTTL)
 	}
-	s := &shape{
-		client: client, capacity: cfg.Capacity(), infos: leases.MakeInfos(cfg.Capacity()), queue: cfg.QueueOptions(),
-		direct: honoursDeadlines(client), o: o,
-	}
+	s := &shape{client: client, direct: honoursDeadlines(client), o: o}
+	pm := &params{cfg: cfg, capacity: cfg.Capacity(), infos: leases.MakeInfos(cfg.Capacity()), queue: cfg.QueueOptions()}
 	us := func(field string, d time.Duration) (int64, error) {
 		if d%time.Microsecond != 0 {
 			return 0, fmt.Errorf("%w: redis: %s %v is not a whole number of microseconds", ratelimit.ErrInvalidConfig, field, d)
@@ -380,25 +399,25 @@ func NewFactory(client goredis.UniversalClient, cfg ratelimit.Config, opts ...Op
 	var err error
 	switch c := cfg.(type) {
 	case *tokenbucket.Config:
-		return NewFactory(client, *c, opts...)
+		return newShape(client, *c, o)
 	case tokenbucket.Config:
 		var period int64
 		if period, err = us("Period", c.Period); err != nil {
 			return nil, err
 		}
 		s.script, s.reserves, s.suffixes = tokenBucketScript, true, []string{":tb"}
-		s.unlimited = c.Rate == rate.Inf
-		s.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'f', -1, 64), c.Burst, period, c.PerPeriod, check.QueueLimit(c.Queue), int(c.Queue.Order)}
+		pm.unlimited = c.Rate == rate.Inf
+		pm.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'f', -1, 64), c.Burst, period, c.PerPeriod, check.QueueLimit(c.Queue), int(c.Queue.Order)}
 	case *fixedwindow.Config:
-		return NewFactory(client, *c, opts...)
+		return newShape(client, *c, o)
 	case fixedwindow.Config:
 		var w int64
 		if w, err = us("Window", c.Window); err != nil {
 			return nil, err
 		}
-		s.script, s.args, s.suffixes = fixedWindowScript, []interface{}{c.Limit, w}, []string{":fw"}
+		s.script, pm.args, s.suffixes = fixedWindowScript, []interface{}{c.Limit, w}, []string{":fw"}
 	case *slidingwindow.Config:
-		return NewFactory(client, *c, opts...)
+		return newShape(client, *c, o)
 	case slidingwindow.Config:
 		var w int64
 		if w, err = us("Window", c.Window); err != nil {
@@ -407,28 +426,29 @@ func NewFactory(client goredis.UniversalClient, cfg ratelimit.Config, opts ...Op
 		if c.Segments > 0 && w%int64(c.Segments) != 0 {
 			return nil, fmt.Errorf("%w: redis: Window %v is not a whole multiple of Segments %d microseconds", ratelimit.ErrInvalidConfig, c.Window, c.Segments)
 		}
-		s.script, s.args, s.suffixes = slidingWindowScript, []interface{}{c.Limit, w, c.Segments}, []string{":sw"}
+		s.script, pm.args, s.suffixes = slidingWindowScript, []interface{}{c.Limit, w, c.Segments}, []string{":sw"}
 		if c.Segments > 0 {
 			s.suffixes = []string{":sgc", ":sgc:m"}
 		}
 	case *slidinglog.Config:
-		return NewFactory(client, *c, opts...)
+		return newShape(client, *c, o)
 	case slidinglog.Config:
 		var w int64
 		if w, err = us("Window", c.Window); err != nil {
 			return nil, err
 		}
-		s.script, s.args, s.suffixes = slidingLogScript, []interface{}{c.Limit, w}, []string{":slc", ":slc:m"}
+		s.script, pm.args, s.suffixes = slidingLogScript, []interface{}{c.Limit, w}, []string{":slc", ":slc:m"}
 	case *concurrency.Config:
-		return NewFactory(client, *c, opts...)
+		return newShape(client, *c, o)
 	case concurrency.Config:
 		s.script, s.release = concurrencyScript, true
-		s.args = []interface{}{c.Limit, int64(o.leaseTTL / time.Microsecond)}
+		pm.args = []interface{}{c.Limit, int64(o.leaseTTL / time.Microsecond)}
 		s.suffixes = []string{":cc", ":cc:n"}
 	default:
 		return nil, fmt.Errorf("%w: redis: unsupported config type %T", ratelimit.ErrInvalidConfig, cfg)
 	}
-	return &Factory{s}, nil
+	s.p.Store(pm)
+	return s, nil
 }
 
 // New returns the limiter of key, as the package's New does.
@@ -604,9 +624,9 @@ func (l *Limiter) argv(local time.Time, op string, permits int64, extra []interf
 	if l.o.clock != nil {
 		now = strconv.FormatInt(local.UnixMicro(), 10)
 	}
-	args := make([]interface{}, 0, headLen+len(l.args)+len(extra))
+	args := make([]interface{}, 0, headLen+len(l.params().args)+len(extra))
 	args = append(args, now, permits, op)
-	return append(append(args, l.args...), extra...)
+	return append(append(args, l.params().args...), extra...)
 }
 
 // headLen is the number of arguments argv puts before the parameters.
@@ -645,7 +665,7 @@ func (l *Limiter) isClosed() bool { return l.closed.Load() }
 
 // Acquire takes permits now or refuses, in one round trip.
 func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	if err := base.CheckPermits(permits, l.capacity); err != nil {
+	if err := base.CheckPermits(permits, l.params().capacity); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	if err := base.CheckContext(ctx); err != nil {
@@ -654,8 +674,8 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	if l.isClosed() {
 		return ratelimit.Lease{}, ratelimit.ErrClosed
 	}
-	if l.unlimited {
-		return backend.Lease(&l.infos, ratelimit.Decision{Granted: true, Remaining: l.capacity}, ratelimit.ReasonNone, 0), nil
+	if l.params().unlimited {
+		return backend.Lease(&l.params().infos, ratelimit.Decision{Granted: true, Remaining: l.params().capacity}, ratelimit.ReasonNone, 0), nil
 	}
 	p := int64(permits)
 	at := l.localNow()
@@ -693,14 +713,14 @@ func (l *Limiter) lease(r reply, p int64, n uint64, reason ratelimit.Reason) rat
 	d := l.decision(r)
 	switch {
 	case !d.Granted || p == 0:
-		return backend.Lease(&l.infos, d, reason, 0)
+		return backend.Lease(&l.params().infos, d, reason, 0)
 	case l.release:
 		if !l.hold(n, p) {
-			return backend.Lease(&l.infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0)
+			return backend.Lease(&l.params().infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0)
 		}
 		return backend.Grant(&l.ext().held, d, n)
 	}
-	return backend.Grant(&l.infos[0], d, uint64(max(r.extra, 0)))
+	return backend.Grant(&l.params().infos[0], d, uint64(max(r.extra, 0)))
 }
 
 // fail applies the failure policy to a Redis error.
@@ -714,9 +734,9 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 	switch l.o.policy {
 	case FailOpen:
 		// Token 0: nothing was taken, so Refund gives nothing back.
-		return backend.Lease(&l.infos, ratelimit.Decision{Granted: true, RetryAfter: -1}, ratelimit.ReasonNone, 0), nil
+		return backend.Lease(&l.params().infos, ratelimit.Decision{Granted: true, RetryAfter: -1}, ratelimit.ReasonNone, 0), nil
 	case FailClosed:
-		return backend.Lease(&l.infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonUnavailable, 0), nil
+		return backend.Lease(&l.params().infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonUnavailable, 0), nil
 	}
 	return ratelimit.Lease{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
@@ -729,13 +749,13 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 // 0) waits, the same way but never reserving and whatever the queue limit,
 // until at least one permit is available, and takes nothing.
 func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	if err := base.CheckPermits(permits, l.capacity); err != nil {
+	if err := base.CheckPermits(permits, l.params().capacity); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	if l.reserves && !l.unlimited && permits > 0 {
+	if l.reserves && !l.params().unlimited && permits > 0 {
 		return l.reserve(ctx, int64(permits))
 	}
 	backoff := time.Millisecond
@@ -744,7 +764,7 @@ func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 		if err != nil || lease.Acquired() || lease.Reason() == ratelimit.ReasonUnavailable {
 			return lease, err
 		}
-		if int64(permits) > check.QueueLimit(l.queue) {
+		if int64(permits) > check.QueueLimit(l.params().queue) {
 			return l.refusedAs(lease, ratelimit.ReasonQueueFull), nil
 		}
 		d, known := lease.RetryAfter()
@@ -771,7 +791,7 @@ func (l *Limiter) refusedAs(lease ratelimit.Lease, r ratelimit.Reason) ratelimit
 	if ra, ok := lease.RetryAfter(); ok {
 		d.RetryAfter = ra
 	}
-	return backend.Lease(&l.infos, d, r, 0)
+	return backend.Lease(&l.params().infos, d, r, 0)
 }
 
 // reserve is the token bucket's Wait: one round trip takes the tokens (the
@@ -833,7 +853,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 // shared). A lease of the fallback (WithFallback) is refunded there when
 // the fallback is a Refunder.
 func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
-	if err := base.CheckPermits(permits, l.capacity); err != nil {
+	if err := base.CheckPermits(permits, l.params().capacity); err != nil {
 		return err
 	}
 	if err := base.CheckContext(ctx); err != nil {
@@ -844,7 +864,7 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 	if l.release {
 		at, ok = backend.Token(lease, &l.ext().held)
 	} else {
-		at, ok = backend.Token(lease, &l.infos[0])
+		at, ok = backend.Token(lease, &l.params().infos[0])
 	}
 	if !ok {
 		// Not ours: the fallback's, when it granted while Redis failed.
@@ -857,7 +877,7 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 		(*releaser)(l).Release(at)
 		return nil
 	}
-	if at == 0 || permits == 0 || l.unlimited {
+	if at == 0 || permits == 0 || l.params().unlimited {
 		return nil
 	}
 	if l.isClosed() {
@@ -890,7 +910,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, permits int) (rate
 	case <-ctx.Done():
 		return ratelimit.Lease{}, ctx.Err()
 	case <-l.ext().closed:
-		return backend.Lease(&l.infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0), nil
+		return backend.Lease(&l.params().infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0), nil
 	}
 }
 
@@ -899,6 +919,96 @@ func (l *Limiter) until(deadline time.Time) time.Duration {
 		return deadline.Sub(l.o.clock.Now())
 	}
 	return time.Until(deadline)
+}
+
+// Reconfigure applies cfg, a config of the limiter's algorithm, to this
+// process's next calls (see ratelimit.Reconfigurer); every process that
+// shares the keys applies it from its next call once it has reconfigured
+// (a policy store tells them: see package policy), and decides with the
+// old one until then. The state in Redis carries over as the script reads
+// it with the new parameters: a token bucket keeps its tokens (clamped to
+// the new burst at its next refill) and its reservations; a window's count
+// and a log's entries are held against the new limit; a concurrency
+// limit's holders keep their permits. The state is laid out for a window's
+// length and a bucket's refill period, so a fixed or sliding window's
+// Window and Segments, a token bucket's refill mode (Rate or Period) and
+// its Period cannot change: such a cfg, or one of another algorithm, is an
+// error wrapping ratelimit.ErrInvalidConfig that changes nothing (make a
+// limiter under another key instead). The limiters of a Factory share
+// their configuration: reconfiguring one reconfigures all.
+func (l *Limiter) Reconfigure(cfg ratelimit.Config) error { return l.shape.reconfigure(cfg) }
+
+// Reconfigure reconfigures every limiter the factory made and makes (see
+// Limiter.Reconfigure).
+func (f *Factory) Reconfigure(cfg ratelimit.Config) error { return f.s.reconfigure(cfg) }
+
+func (s *shape) reconfigure(cfg ratelimit.Config) error {
+	ns, err := newShape(s.client, cfg, s.o)
+	if err != nil {
+		return err
+	}
+	old, pm := s.params(), ns.params()
+	if ns.script != s.script || !slices.Equal(ns.suffixes, s.suffixes) || !sameLayout(old.cfg, pm.cfg) {
+		return fmt.Errorf("%w: redis: Reconfigure from %#v to %#v: another algorithm, window length or refill period, for which the state in Redis is not laid out", ratelimit.ErrInvalidConfig, old.cfg, pm.cfg)
+	}
+	if old.cfg != pm.cfg {
+		s.p.Store(pm)
+	}
+	return nil
+}
+
+// sameLayout reports whether the state a script wrote under config a reads
+// the same under b, of the same algorithm: the same windows, or refill
+// ticks.
+func sameLayout(a, b ratelimit.Config) bool {
+	switch x := a.(type) {
+	case tokenbucket.Config:
+		y := b.(tokenbucket.Config)
+		return x.Period == y.Period
+	case fixedwindow.Config:
+		return x.Window == b.(fixedwindow.Config).Window
+	case slidingwindow.Config:
+		y := b.(slidingwindow.Config)
+		return x.Window == y.Window && x.Segments == y.Segments
+	}
+	return true // a log's entries are instants; holders are holders
+}
+
+// Reset puts the limiter's state in Redis back to its initial state (see
+// ratelimit.Resetter), for every process: its keys are deleted, in one
+// round trip bounded by the limiter's timeout (a failure wraps
+// ErrUnavailable). A concurrency limit keeps its holders: Reset does
+// nothing then. The reservations of token-bucket waiters asleep in any
+// process are forgiven, not taken again: they proceed at their turn, on
+// top of the full bucket.
+func (l *Limiter) Reset(ctx context.Context) error {
+	if err := base.CheckContext(ctx); err != nil {
+		return err
+	}
+	if l.isClosed() {
+		return ratelimit.ErrClosed
+	}
+	if l.release {
+		return nil
+	}
+	if d := l.o.timeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	errc := make(chan error, 1) // on its own goroutine: bounded even when the client ignores ctx
+	go func() { errc <- l.client.Del(ctx, l.keys...).Err() }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	l.refusal.Store(nil) // the remembered refusal no longer holds
+	return nil
 }
 
 // Close stops lease renewal and wakes sleeping waiters with a ReasonClosed
@@ -945,8 +1055,8 @@ func (l *Limiter) Stats() ratelimit.Stats {
 // the error: ctx's when it ends first, otherwise one wrapping
 // ErrUnavailable and the failure. The failure policy does not apply.
 func (l *Limiter) StatsContext(ctx context.Context) (ratelimit.Stats, error) {
-	if l.unlimited {
-		return ratelimit.Stats{Available: l.capacity}, nil
+	if l.params().unlimited {
+		return ratelimit.Stats{Available: l.params().capacity}, nil
 	}
 	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Stats{}, err

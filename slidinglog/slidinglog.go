@@ -14,6 +14,11 @@
 // entries of the log: each entry holds the running total of the permits
 // granted, so the entries that left the window and a refusal's RetryAfter
 // are found by binary search.
+//
+// Reconfigured while it runs (ratelimit.Reconfigurer), the log's grants
+// are held against the new Limit and Window (on Redis, entry by entry; in
+// memory, as one entry at the change, which leaves no sooner than they
+// would have).
 package slidinglog
 
 import (

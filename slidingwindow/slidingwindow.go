@@ -24,6 +24,11 @@
 // Both smooth the fixed window's boundary burst at a modest cost; RetryAfter
 // is exact for the model. A decision at an instant older than the state's
 // newest segment (or window) counts in it: never more is admitted for it.
+//
+// Reconfigured while it runs (ratelimit.Reconfigurer), the permits counted
+// at the change stay counted, against the new Limit, until the segment (or
+// window) in which the change falls leaves the window; in memory Window
+// and Segments may change too, on Redis they cannot.
 package slidingwindow
 
 import (

@@ -34,6 +34,12 @@
 // Validate accepts, 100 years, ends long before.
 //
 // Memory: the state is 24 bytes per key (a token count and two instants).
+//
+// Reconfigured while it runs (ratelimit.Reconfigurer), a bucket keeps the
+// whole tokens it holds, clamped to the new Burst (as x/time/rate's
+// SetBurst), and its debt to queued reservations, which keep their turn;
+// it refills at the new rate from then on. On Redis the refill mode (Rate
+// or Period) and the Period cannot change: the state counts refill ticks.
 package tokenbucket
 
 import (
