@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -378,4 +379,70 @@ func BenchmarkRegistry(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// Over both backends, a change of config is made in place (the policy keeps
+// its limiters) and a change of algorithm replaces them.
+func TestRegistryInPlace(t *testing.T) {
+	for name, backend := range map[string]func(t *testing.T) Backend{
+		"memory": func(t *testing.T) Backend { return Memory() },
+		"miniredis": func(t *testing.T) Backend {
+			_, c := newMiniStore(t)
+			return Redis(c)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := NewMemoryStore()
+			s.Create(ctx, window("p", 3, "user", "web"), "a")
+			r := newRegistry(t, s, Options{Backend: backend(t)})
+			entry := func() *entry { return (*r.entries.Load())["p"] }
+			first := entry()
+			if got := grants(t, r, "p", "u", "web", 2); got != 2 {
+				t.Fatalf("%d grants", got)
+			}
+			v := update(t, s, window("p", 5, "user", "web")).Version
+			waitFor(t, time.Second, "the update", applied(r, "p", v))
+			if entry() != first {
+				t.Error("a change of limit replaced the limiters")
+			}
+			if got := grants(t, r, "p", "u", "web", 10); got != 3 {
+				t.Errorf("after raising 3 to 5 with 2 taken: %d grants, want 3", got)
+			}
+			v = update(t, s, Policy{Name: "p", Config: slidinglog.Config{Limit: 4, Window: time.Hour}, Key: "user", Apps: []string{"web"}}).Version
+			waitFor(t, time.Second, "the update", applied(r, "p", v))
+			if entry() == first {
+				t.Error("a change of algorithm kept the limiters")
+			}
+		})
+	}
+}
+
+// On Redis, a change of window length replaces the limiters, on keys of
+// their own: the new window does not read the old one's state.
+func TestRegistryRedisLayoutChange(t *testing.T) {
+	ctx := context.Background()
+	_, c := newMiniStore(t)
+	s := NewMemoryStore()
+	s.Create(ctx, window("p", 3, "user", "web"), "a")
+	r := newRegistry(t, s, Options{Backend: Redis(c)})
+	first := (*r.entries.Load())["p"]
+	if got := grants(t, r, "p", "u", "web", 5); got != 3 {
+		t.Fatalf("%d grants", got)
+	}
+	p := window("p", 3, "user", "web")
+	p.Config = fixedwindow.Config{Limit: 3, Window: 2 * time.Hour}
+	v := update(t, s, p).Version
+	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	if (*r.entries.Load())["p"] == first {
+		t.Error("a change of window length kept the limiters")
+	}
+	if got := grants(t, r, "p", "u", "web", 5); got != 3 {
+		t.Errorf("%d grants in the new window, want 3", got)
+	}
+	keys, _ := c.Keys(ctx, "limitkit:limit:p:*").Result()
+	slices.Sort(keys)
+	if want := []string{"limitkit:limit:p:w1h0m0s:{u}:fw", "limitkit:limit:p:w2h0m0s:{u}:fw"}; !slices.Equal(keys, want) {
+		t.Errorf("keys %v, want %v", keys, want)
+	}
 }
