@@ -57,6 +57,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"regexp"
@@ -573,7 +574,7 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 // that do not fit their field and values the algorithm refuses are errors;
 // a field's error is a *FieldError. Other errors (malformed JSON) wrap
 // ErrInvalidPolicy.
-func Decode(r interface{ Read([]byte) (int, error) }) (Policy, error) {
+func Decode(r io.Reader) (Policy, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	var j jsonPolicy

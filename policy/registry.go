@@ -419,3 +419,26 @@ func (r *Registry) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Keyed is one policy of a registry as used by one application: a limiter
+// that decides per key. It is an httplimit.Keyed, so
+// httplimit.Middleware(reg.Keyed("api", "web"), ...) limits requests by a
+// policy that changes at run time.
+type Keyed struct {
+	r         *Registry
+	name, app string
+}
+
+// Keyed returns policy name as used by app. The policy is looked up at each
+// call: it may be created, changed or deleted meanwhile.
+func (r *Registry) Keyed(name, app string) Keyed { return Keyed{r, name, app} }
+
+// Acquire is the registry's Acquire for k's policy and application.
+func (k Keyed) Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
+	return k.r.Acquire(ctx, k.name, key, k.app, permits)
+}
+
+// Wait is the registry's Wait for k's policy and application.
+func (k Keyed) Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
+	return k.r.Wait(ctx, k.name, key, k.app, permits)
+}

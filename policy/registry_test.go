@@ -12,12 +12,15 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/httplimit"
 	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
 	goredis "github.com/redis/go-redis/v9"
 )
+
+var _ httplimit.Keyed = Keyed{} // so Middleware takes a policy
 
 func window(name string, limit int, key string, apps ...string) Policy {
 	return Policy{Name: name, Config: fixedwindow.Config{Limit: limit, Window: time.Hour}, Key: key, Apps: apps}
@@ -107,6 +110,13 @@ func TestRegistryDecides(t *testing.T) {
 	}
 	if got := grants(t, r, "per-user", "u1", "web", 5); got != 2 {
 		t.Errorf("after Reset: %d grants, want 2", got)
+	}
+	k := r.Keyed("per-user", "web")
+	if l, err := k.Acquire(ctx, "u5", 1); err != nil || !l.Acquired() {
+		t.Errorf("Keyed: %v %v", l, err)
+	}
+	if _, err := r.Keyed("per-user", "batch").Wait(ctx, "u5", 1); !errors.Is(err, ErrForbidden) {
+		t.Errorf("Keyed of an application not listed: %v", err)
 	}
 	if ps := r.Policies(); len(ps) != 2 || ps[0].Name != "global" {
 		t.Errorf("Policies: %+v", ps)
