@@ -145,7 +145,12 @@ func TestAdminLifecycle(t *testing.T) {
 }
 
 func TestAdminRefuses(t *testing.T) {
-	f := newAdmin(t, NewMemoryStore())
+	t.Run("memory", func(t *testing.T) { testAdminRefuses(t, NewMemoryStore()) })
+	t.Run("miniredis", func(t *testing.T) { s, _ := newMiniStore(t); testAdminRefuses(t, s) })
+}
+
+func testAdminRefuses(t *testing.T, s Store) {
+	f := newAdmin(t, s)
 	if code, m := f.do("POST", "/policies", writeToken, loginJSON); code != 201 {
 		t.Fatalf("create: %d %v", code, m)
 	}
@@ -191,6 +196,8 @@ func TestAdminRefuses(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			f := *f
+			f.t = t
 			stored, applied := f.snapshot()
 			var hdr []string
 			if c.name == "bad actor" {
