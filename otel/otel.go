@@ -82,8 +82,8 @@ var durationBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
 // for each type.
 const (
 	outGranted  = 0
-	outRefused  = 1                    // + reason - 1, for the reasons ReasonLimit..ReasonNoPartition
-	nReasons    = 7                    // ReasonLimit..ReasonNoPartition
+	outRefused  = 1                     // + reason - 1, for the reasons ReasonLimit..ReasonNoPartition
+	nReasons    = 7                     // ReasonLimit..ReasonNoPartition
 	outError    = outRefused + nReasons // + error type index
 	nOutcomes   = outError + len(errorTypes)
 	reasonFirst = ratelimit.ReasonLimit
