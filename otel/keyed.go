@@ -3,7 +3,6 @@ package otel
 import (
 	"context"
 	"io"
-	"time"
 
 	"github.com/limitkit/ratelimit"
 )
@@ -42,9 +41,9 @@ func (k *Keyed[R]) Acquire(ctx context.Context, resource R, permits int) (rateli
 		r.record(lease, err, permits)
 		return lease, err
 	}
-	start := time.Now()
+	start := monotonic()
 	lease, err := k.k.Acquire(ctx, resource, permits)
-	r.backendDuration.Record(nonNil(ctx), time.Since(start).Seconds(), r.backendOpts[resultIndex(lease, err)]...)
+	r.backendDuration.Record(nonNil(ctx), (monotonic() - start).Seconds(), r.backendOpts[resultIndex(lease, err)]...)
 	r.record(lease, err, permits)
 	return lease, err
 }
@@ -53,9 +52,9 @@ func (k *Keyed[R]) Acquire(ctx context.Context, resource R, permits int) (rateli
 func (k *Keyed[R]) Wait(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
 	r := k.r
 	r.queued.Add(1)
-	start := time.Now()
+	start := monotonic()
 	lease, err := k.k.Wait(ctx, resource, permits)
-	r.timeInQueue.Record(nonNil(ctx), time.Since(start).Seconds(), r.waitOpts[resultIndex(lease, err)]...)
+	r.timeInQueue.Record(nonNil(ctx), (monotonic() - start).Seconds(), r.waitOpts[resultIndex(lease, err)]...)
 	r.queued.Add(-1)
 	r.record(lease, err, permits)
 	return lease, err

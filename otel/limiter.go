@@ -92,13 +92,13 @@ func (w *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 		r.record(lease, err, permits)
 		return lease, err
 	}
-	var start time.Time
+	var start time.Duration
 	if r.timed {
-		start = time.Now()
+		start = monotonic()
 	}
 	lease, err := w.l.Acquire(ctx, permits)
 	if r.timed {
-		r.backendDuration.Record(nonNil(ctx), time.Since(start).Seconds(), r.backendOpts[resultIndex(lease, err)]...)
+		r.backendDuration.Record(nonNil(ctx), (monotonic() - start).Seconds(), r.backendOpts[resultIndex(lease, err)]...)
 	}
 	r.record(lease, err, permits)
 	return r.hold(lease, err, permits), err
@@ -110,9 +110,9 @@ func (w *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 func (w *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	r := w.r
 	r.queued.Add(1)
-	start := time.Now()
+	start := monotonic()
 	lease, err := w.l.Wait(ctx, permits)
-	r.timeInQueue.Record(nonNil(ctx), time.Since(start).Seconds(), r.waitOpts[resultIndex(lease, err)]...)
+	r.timeInQueue.Record(nonNil(ctx), (monotonic() - start).Seconds(), r.waitOpts[resultIndex(lease, err)]...)
 	r.queued.Add(-1)
 	r.record(lease, err, permits)
 	return r.hold(lease, err, permits), err
@@ -123,7 +123,7 @@ func (r *Recorder) hold(lease ratelimit.Lease, err error, permits int) ratelimit
 	if !r.leases || err != nil || permits == 0 || !lease.Acquired() {
 		return lease
 	}
-	h := &held{r: r, inner: lease, start: time.Now()}
+	h := &held{r: r, inner: lease, start: monotonic()}
 	r.held.Add(1)
 	return ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: lease.Remaining(), ResetAfter: lease.ResetAfter(), RetryAfter: -1},
 		lease.Limit(), ratelimit.ReasonNone, h.release)
@@ -133,14 +133,14 @@ func (r *Recorder) hold(lease ratelimit.Lease, err error, permits int) ratelimit
 type held struct {
 	r     *Recorder
 	inner ratelimit.Lease
-	start time.Time
+	start time.Duration // monotonic()
 }
 
 // release runs once, at the lease's first Release.
 func (h *held) release() {
 	h.inner.Release()
 	h.r.held.Add(-1)
-	h.r.leaseDuration.Record(context.Background(), time.Since(h.start).Seconds(), h.r.leaseOpts...)
+	h.r.leaseDuration.Record(context.Background(), (monotonic() - h.start).Seconds(), h.r.leaseOpts...)
 }
 
 // Refund gives back a grant of the wrapped limiter, through its Refund when
@@ -162,13 +162,13 @@ func (w *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 	if !w.r.timed {
 		return rf.Refund(ctx, lease, permits)
 	}
-	start := time.Now()
+	start := monotonic()
 	err := rf.Refund(ctx, lease, permits)
 	res := 0
 	if err != nil {
 		res = 2
 	}
-	w.r.backendDuration.Record(ctx, time.Since(start).Seconds(), w.r.backendOpts[res]...)
+	w.r.backendDuration.Record(ctx, (monotonic() - start).Seconds(), w.r.backendOpts[res]...)
 	return err
 }
 
@@ -201,6 +201,13 @@ func (w *Limiter) Close() error {
 	}
 	return err
 }
+
+// origin is the instant monotonic counts from.
+var origin = time.Now()
+
+// monotonic reads the monotonic clock only (time.Now reads the wall clock
+// too): the time since origin.
+func monotonic() time.Duration { return time.Since(origin) }
 
 // nonNil is ctx, or context.Background for a nil ctx (which the wrapped
 // limiter refuses), for the histograms' Record.

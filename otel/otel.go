@@ -259,7 +259,7 @@ func (o *options) detect(l ratelimit.Limiter) {
 // Recorders with the same attributes add up. It is safe for concurrent use.
 type Recorder struct {
 	counts   [nOutcomes]atomic.Int64
-	permits  atomic.Int64
+	permits  atomic.Int64 // permits granted beyond one per grant
 	queued   atomic.Int64
 	held     atomic.Int64
 	failures atomic.Int64
@@ -402,7 +402,7 @@ func (r *Recorder) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(r.requests, n, metric.WithAttributeSet(r.sets[i]))
 		}
 	}
-	o.ObserveInt64(r.permitsObs, r.permits.Load(), metric.WithAttributeSet(r.base))
+	o.ObserveInt64(r.permitsObs, r.counts[outGranted].Load()+r.permits.Load(), metric.WithAttributeSet(r.base))
 	o.ObserveInt64(r.queuedObs, r.queued.Load(), metric.WithAttributeSet(r.base))
 	if r.leases {
 		o.ObserveInt64(r.heldObs, r.held.Load(), metric.WithAttributeSet(r.base))
@@ -434,7 +434,9 @@ func (r *Recorder) record(lease ratelimit.Lease, err error, permits int) {
 	}
 	if lease.Acquired() {
 		r.counts[outGranted].Add(1)
-		r.permits.Add(int64(permits))
+		if permits != 1 { // the permits counter holds the grants' permits beyond one each
+			r.permits.Add(int64(permits - 1))
+		}
 		return
 	}
 	reason := lease.Reason()
