@@ -3,6 +3,7 @@ package otel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -31,7 +32,7 @@ type Limiter struct {
 // partitioned limiter), make one Recorder and Wrap each.
 func New(l ratelimit.Limiter, opts ...Option) (*Limiter, error) {
 	if l == nil {
-		return nil, errors.Join(ratelimit.ErrInvalidConfig, errors.New("otel: nil limiter"))
+		return nil, fmt.Errorf("%w: otel: nil limiter", ratelimit.ErrInvalidConfig)
 	}
 	var o options
 	for _, opt := range opts {

@@ -17,7 +17,7 @@
 // the key of a partition, whose cardinality is unbounded. They are built once,
 // when the Recorder is made, and the counters are kept in the Recorder and
 // reported by the OpenTelemetry SDK's collection (asynchronous instruments),
-// so that recording a decision of Acquire costs two atomic additions and
+// so that recording a decision of Acquire costs one atomic addition and
 // allocates nothing. Durations (Wait, concurrency leases, Redis calls) are
 // histograms, recorded as they end.
 //

@@ -3,6 +3,8 @@ package otel_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/httplimit"
 	"github.com/limitkit/ratelimit/memory"
 	limitotel "github.com/limitkit/ratelimit/otel"
 	"github.com/limitkit/ratelimit/partitioned"
@@ -403,4 +406,40 @@ func TestNoAllocation(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { l.Wait(ctx, 1) }); n != 0 {
 		t.Fatalf("%v allocations per instrumented Wait", n)
 	}
+}
+
+// A policy of the HTTP middleware in shadow mode: every request is served,
+// the refusals the policy would make are counted, and no RateLimit header
+// announces a policy that is not enforced when it would refuse.
+func TestShadowMiddleware(t *testing.T) {
+	m := newMeter(t)
+	cfg := fixedwindow.Config{Limit: 2, Window: time.Hour}
+	s, err := limitotel.Shadow(mustMemory(t, cfg, newClock()), nil,
+		limitotel.WithMeterProvider(m), limitotel.WithPolicy("checkout"), limitotel.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mw, err := httplimit.Middleware(httplimit.Global(s), httplimit.Options{Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	var policies []string
+	for i := 0; i < 5; i++ {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d: %d", i, w.Code)
+		}
+		policies = append(policies, w.Header().Get("RateLimit-Policy"))
+	}
+	if policies[1] == "" || policies[2] != "" || policies[4] != "" {
+		t.Fatalf("RateLimit-Policy headers %q", policies)
+	}
+	kv := []string{"ratelimit.policy=checkout", "ratelimit.mode=shadow"}
+	check(t, m.collect(t), []want{
+		{requests, append(kv, "ratelimit.result=acquired"), 2},
+		{requests, append(kv, "ratelimit.result=refused", "ratelimit.reason=limit"), 3},
+	})
 }
