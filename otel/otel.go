@@ -153,7 +153,6 @@ type options struct {
 	backend   string
 	shadow    bool
 	failure   string
-	leases    bool
 	extra     []attribute.KeyValue
 }
 
