@@ -58,6 +58,10 @@ func (m *meter) collect(t testing.TB) map[string][]point {
 				for _, p := range d.DataPoints {
 					out[mt.Name] = append(out[mt.Name], point{attrs: p.Attributes, value: p.Value})
 				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					out[mt.Name] = append(out[mt.Name], point{attrs: p.Attributes, value: p.Value})
+				}
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
 					out[mt.Name] = append(out[mt.Name], point{attrs: p.Attributes, value: int64(p.Count), sum: p.Sum})

@@ -1,6 +1,6 @@
 // Package otel records what limitkit's limiters decide as OpenTelemetry
-// metrics: requests by result and reason, permits granted, waiters queued and
-// their time in the queue, concurrency leases held and for how long, and the
+// metrics: requests by result and reason, permits granted and available,
+// waiters queued and their time in the queue, concurrency leases held and for how long, and the
 // latency and failures of a Redis backend. Every instrument, its unit and its
 // attributes are listed in the module's README.
 //
@@ -60,6 +60,7 @@ const (
 	LeaseDurationName   = "ratelimit.request_lease.duration"
 	BackendDurationName = "ratelimit.backend.duration"
 	BackendFailuresName = "ratelimit.backend.failures"
+	AvailableName       = "ratelimit.available_permits"
 )
 
 // The attributes' keys.
@@ -154,6 +155,7 @@ type options struct {
 	shadow    bool
 	failure   string
 	extra     []attribute.KeyValue
+	stats     func() ratelimit.Stats // set by New
 }
 
 // WithMeterProvider records on mp's meter; the global MeterProvider
@@ -235,6 +237,7 @@ func algorithmOf(cfg ratelimit.Config) string {
 
 // detect fills the algorithm and backend that options left unset from l.
 func (o *options) detect(l ratelimit.Limiter) {
+	outer := l
 	if s, ok := l.(*shadow.Limiter); ok {
 		l = s.Unwrap()
 	}
@@ -245,6 +248,9 @@ func (o *options) detect(l ratelimit.Limiter) {
 		case memory.Limiter:
 			o.backend = "memory"
 		}
+	}
+	if st, ok := outer.(interface{ Stats() ratelimit.Stats }); ok && o.backend != "redis" {
+		o.stats = st.Stats // a Redis limiter's Stats is a round trip: not at every collection
 	}
 	if o.algorithm == "" {
 		if _, ok := l.(*ratelimit.ChainLimiter); ok {
@@ -286,6 +292,8 @@ type Recorder struct {
 	queuedObs    metric.Int64ObservableUpDownCounter
 	heldObs      metric.Int64ObservableUpDownCounter
 	failuresObs  metric.Int64ObservableCounter
+	availableObs metric.Int64ObservableGauge
+	stats        func() ratelimit.Stats // the limiter New wrapped, when it reports Stats in memory
 	registration metric.Registration
 	closed       atomic.Bool
 }
@@ -387,7 +395,13 @@ func newRecorder(o *options) (*Recorder, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("otel: making instruments: %w", errors.Join(errs...))
 	}
-	r.registration, err = m.RegisterCallback(r.observe, r.requests, r.permitsObs, r.queuedObs, r.heldObs, r.failuresObs)
+	r.availableObs, err = m.Int64ObservableGauge(AvailableName, metric.WithUnit("{permit}"),
+		metric.WithDescription("Permits available now, from Stats, of a limiter wrapped by New (not Redis)."))
+	if err != nil {
+		return nil, fmt.Errorf("otel: making instruments: %w", err)
+	}
+	r.stats = o.stats
+	r.registration, err = m.RegisterCallback(r.observe, r.requests, r.permitsObs, r.queuedObs, r.heldObs, r.failuresObs, r.availableObs)
 	if err != nil {
 		return nil, fmt.Errorf("otel: registering the callback: %w", err)
 	}
@@ -408,6 +422,9 @@ func (r *Recorder) observe(_ context.Context, o metric.Observer) error {
 	}
 	if r.timed || r.failures.Load() != 0 {
 		o.ObserveInt64(r.failuresObs, r.failures.Load(), metric.WithAttributeSet(r.backendSet))
+	}
+	if r.stats != nil {
+		o.ObserveInt64(r.availableObs, r.stats().Available, metric.WithAttributeSet(r.base))
 	}
 	return nil
 }

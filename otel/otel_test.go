@@ -30,6 +30,7 @@ const (
 	leaseDur = limitotel.LeaseDurationName
 	backDur  = limitotel.BackendDurationName
 	failures = limitotel.BackendFailuresName
+	avail    = limitotel.AvailableName
 )
 
 // A clock an hour ahead of the real one, so that a ctx deadline set from it
@@ -164,6 +165,7 @@ func TestMemoryCounts(t *testing.T) {
 		{leaseDur, nil, 0},
 		{backDur, nil, 0},
 		{failures, nil, 0},
+		{avail, nil, 0}, // a Recorder's Wrap: no Stats reported
 	})
 }
 
@@ -218,7 +220,7 @@ func TestConcurrencyLeases(t *testing.T) {
 	for inner.Stats().Queued == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	check(t, m.collect(t), []want{{active, nil, 1}, {queued, nil, 1}, {leaseDur, nil, 0}})
+	check(t, m.collect(t), []want{{active, nil, 1}, {queued, nil, 1}, {leaseDur, nil, 0}, {avail, nil, 0}})
 	first.Release()
 	first.Release() // idempotent: recorded once
 	a := <-waiter
@@ -237,6 +239,7 @@ func TestConcurrencyLeases(t *testing.T) {
 	}
 	check(t, m.collect(t), []want{
 		{active, []string{"ratelimit.algorithm=concurrency", "ratelimit.backend=memory"}, 0},
+		{avail, []string{"ratelimit.algorithm=concurrency", "ratelimit.backend=memory"}, 1},
 		{leaseDur, nil, 2},
 		{requests, []string{"ratelimit.result=acquired"}, 2},
 		{requests, []string{"ratelimit.result=refused", "ratelimit.reason=limit"}, 1},

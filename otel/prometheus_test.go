@@ -25,6 +25,7 @@ var prometheusNames = []string{
 	"ratelimit_request_lease_duration_seconds_bucket",
 	"ratelimit_backend_duration_seconds_bucket",
 	"ratelimit_backend_failures_total",
+	"ratelimit_available_permits",
 }
 
 // The handler of NewPrometheus serves every instrument under its
