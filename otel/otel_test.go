@@ -446,3 +446,57 @@ func TestShadowMiddleware(t *testing.T) {
 		{requests, append(kv, "ratelimit.result=refused", "ratelimit.reason=limit"), 3},
 	})
 }
+
+// Goroutines deciding while the SDK collects: the counts are exact once
+// they are done.
+func TestConcurrentCounts(t *testing.T) {
+	m := newMeter(t)
+	ctx := context.Background()
+	cfg := fixedwindow.Config{Limit: 1000, Window: time.Hour}
+	clock := newClock()
+	l := mustNew(t, mustMemory(t, cfg, clock), limitotel.WithMeterProvider(m), limitotel.WithConfig(cfg))
+	// Waits refused at once when they would have to wait: the clock stands still.
+	wctx, cancel := context.WithDeadline(ctx, clock.Now().Add(time.Millisecond))
+	defer cancel()
+	const goroutines, calls = 4, 600
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				m.collect(t)
+			}
+		}
+	}()
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < calls; i++ {
+				if i%2 == 0 {
+					l.Acquire(ctx, 1)
+				} else {
+					l.Wait(wctx, 2)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-collected
+	st := l.Stats()
+	check(t, m.collect(t), []want{
+		{requests, nil, goroutines * calls},
+		{requests, []string{"ratelimit.result=acquired"}, int64(st.Granted)},
+		{requests, []string{"ratelimit.result=refused"}, int64(st.Refused)},
+		{permits, nil, 1000 - st.Available},
+		{inQueue, nil, goroutines * calls / 2},
+		{queued, nil, 0},
+		{avail, nil, st.Available},
+	})
+}
