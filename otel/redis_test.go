@@ -14,6 +14,7 @@ import (
 	"github.com/limitkit/ratelimit/fixedwindow"
 	limitotel "github.com/limitkit/ratelimit/otel"
 	"github.com/limitkit/ratelimit/redis"
+	"github.com/limitkit/ratelimit/shadow"
 )
 
 func TestRedisCountsMiniredis(t *testing.T) {
@@ -132,5 +133,38 @@ func testRedisCounts(t *testing.T, addr string) {
 		{requests, append(down1, "ratelimit.result=refused", "ratelimit.reason=unavailable"), 2},
 		{backDur, append(down1, "ratelimit.failure_policy=error", "ratelimit.result=error"), 2},
 		{backDur, append(down1, "ratelimit.failure_policy=closed", "ratelimit.result=refused"), 2},
+	})
+}
+
+// Shadow mode over Redis: every request granted, the refusals counted.
+func TestRedisShadow(t *testing.T) {
+	mr := miniredis.RunT(t)
+	m := newMeter(t)
+	ctx := context.Background()
+	cfg := fixedwindow.Config{Limit: 2, Window: time.Hour}
+	inner, err := redis.New(newClient(t, mr.Addr()), "otel-test:shadow", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	s, err := limitotel.Shadow(inner, func(context.Context, shadow.Refusal) { refused++ },
+		limitotel.WithMeterProvider(m), limitotel.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := 0; i < 5; i++ {
+		if lease, err := s.Acquire(ctx, 1); err != nil || !lease.Acquired() {
+			t.Fatal(lease, err)
+		}
+	}
+	if refused != 3 {
+		t.Fatalf("%d refusals reported, want 3", refused)
+	}
+	kv := []string{"ratelimit.mode=shadow", "ratelimit.backend=redis", "ratelimit.algorithm=fixed_window"}
+	check(t, m.collect(t), []want{
+		{requests, append(kv, "ratelimit.result=acquired"), 2},
+		{requests, append(kv, "ratelimit.result=refused", "ratelimit.reason=limit"), 3},
+		{backDur, kv, 5},
 	})
 }
