@@ -249,8 +249,9 @@ func (o *options) detect(l ratelimit.Limiter) {
 			o.backend = "memory"
 		}
 	}
-	if st, ok := outer.(interface{ Stats() ratelimit.Stats }); ok && o.backend != "redis" {
-		o.stats = st.Stats // a Redis limiter's Stats is a round trip: not at every collection
+	// Stats is cheap in memory only (a Redis limiter's is a round trip).
+	if st, ok := outer.(interface{ Stats() ratelimit.Stats }); ok && o.backend == "memory" {
+		o.stats = st.Stats
 	}
 	if o.algorithm == "" {
 		if _, ok := l.(*ratelimit.ChainLimiter); ok {
@@ -260,8 +261,10 @@ func (o *options) detect(l ratelimit.Limiter) {
 }
 
 // Recorder holds the instruments of one policy and the counters behind
-// them. Many limiters may record on one Recorder (Wrap, WrapKeyed); two
-// Recorders with the same attributes add up. It is safe for concurrent use.
+// them. Many limiters may record on one Recorder (Wrap, WrapKeyed); the
+// counters of two Recorders with the same attributes add up (but for
+// ratelimit.available_permits, a gauge: give each limiter New wraps its own
+// policy name). It is safe for concurrent use.
 type Recorder struct {
 	counts   [nOutcomes]atomic.Int64
 	permits  atomic.Int64 // permits granted beyond one per grant
@@ -396,7 +399,7 @@ func newRecorder(o *options) (*Recorder, error) {
 		return nil, fmt.Errorf("otel: making instruments: %w", errors.Join(errs...))
 	}
 	r.availableObs, err = m.Int64ObservableGauge(AvailableName, metric.WithUnit("{permit}"),
-		metric.WithDescription("Permits available now, from Stats, of a limiter wrapped by New (not Redis)."))
+		metric.WithDescription("Permits available now, from Stats, of a memory limiter wrapped by New."))
 	if err != nil {
 		return nil, fmt.Errorf("otel: making instruments: %w", err)
 	}
