@@ -15,8 +15,9 @@ import (
 )
 
 // A limit of 2 requests per hour runs in shadow mode in the HTTP
-// middleware: every request is served, and the third is reported as one
-// the limit would refuse.
+// middleware: every request is served, with no RateLimit headers (the limit
+// is not enforced), and the third is reported as one the limit would
+// refuse.
 func ExampleNew() {
 	limit, err := memory.New(fixedwindow.Config{Limit: 2, Window: time.Hour})
 	if err != nil {
@@ -40,8 +41,8 @@ func ExampleNew() {
 		fmt.Printf("%d policy=%q\n", w.Code, w.Header().Get("RateLimit-Policy"))
 	}
 	// Output:
-	// 200 policy="\"default\";q=2;w=3600"
-	// 200 policy="\"default\";q=2;w=3600"
+	// 200 policy=""
+	// 200 policy=""
 	// would refuse: limit reached
 	// 200 policy=""
 }

@@ -10,6 +10,13 @@
 // with a lease that holds nothing (a refused concurrency request takes no
 // permit, and its Release gives none back).
 //
+// Every lease of a shadow limiter says that no limit is enforced: Limit and
+// Remaining are -1, as partitioned.NoLimit's are. So the HTTP middleware
+// announces no policy that it does not enforce (no RateLimit headers), and
+// clients that slow down when a limit runs out (httplimit.Transport) do not
+// slow down for it. A grant of the wrapped limiter is still its grant:
+// Release gives its permits back, and Refund takes it back.
+//
 // Record the refusals with the callback given to New, or with the otel
 // module (github.com/limitkit/ratelimit/otel), which counts the decisions
 // of the wrapped limiter under ratelimit.mode "shadow". To run a policy of
@@ -57,11 +64,31 @@ type Limiter struct {
 	l         ratelimit.Limiter
 	onRefusal func(context.Context, Refusal)
 	// free is the Info of the leases granted for the wrapped limiter's
-	// refusals: no limit (Limit and Remaining -1, so that the HTTP
-	// middleware announces no policy for them), nothing to release.
-	free   leases.Info
+	// refusals: no limit, nothing to release.
+	free leases.Info
+	// known is the Info of the wrapped limiter's grants that hold nothing
+	// to release, once one has been seen (the first one's: a memory or
+	// redis rate limiter makes all its grants with one). Such a grant is
+	// returned as a lease of hidden carrying the grant's token, which
+	// allocates nothing, and Refund makes the wrapped limiter's lease again
+	// from known and the token. Other grants (concurrency, Chain) are each
+	// wrapped in a grant record.
+	hidden leases.Info
+	known  atomic.Pointer[leases.Info]
 	closed atomic.Bool
 }
+
+// grant is a grant of the wrapped limiter that Refund cannot make again
+// from its token: its lease is kept.
+type grant struct {
+	info     leases.Info // GrantInfo(-1, the grant)
+	s        *Limiter
+	inner    ratelimit.Lease
+	refunded atomic.Bool
+}
+
+// Release releases the wrapped limiter's lease (which is idempotent).
+func (g *grant) Release(uint64) { g.inner.Release() }
 
 // New returns l in shadow mode. onRefusal, when not nil, is called for
 // every request l refused or could not decide (and that the shadow limiter
@@ -72,7 +99,7 @@ func New(l ratelimit.Limiter, onRefusal func(ctx context.Context, r Refusal)) *L
 	if l == nil {
 		return nil
 	}
-	return &Limiter{l: l, onRefusal: onRefusal, free: leases.GrantInfo(-1, nil)}
+	return &Limiter{l: l, onRefusal: onRefusal, free: leases.GrantInfo(-1, nil), hidden: leases.GrantInfo(-1, nil)}
 }
 
 // Unwrap returns the wrapped limiter.
@@ -109,7 +136,7 @@ func (s *Limiter) acquire(ctx context.Context, permits int, wait bool) (ratelimi
 	}
 	lease, err := s.l.Acquire(ctx, permits)
 	if err == nil && lease.Acquired() {
-		return lease, nil
+		return s.hide(lease), nil
 	}
 	if cerr := ctx.Err(); cerr != nil {
 		return ratelimit.Lease{}, cerr
@@ -120,10 +147,30 @@ func (s *Limiter) acquire(ctx context.Context, permits int, wait bool) (ratelimi
 	return ratelimit.Lease(s.free.Grant(-1, 0, 0)), nil
 }
 
-// Refund gives back to the wrapped limiter a grant it made: through its
-// Refund when it is a ratelimit.Refunder, else by releasing the lease (as
-// Chain does with members that are not). A lease granted for a refusal
-// holds nothing, and refunding it does nothing.
+// hide returns the shadow limiter's lease for a grant of the wrapped
+// limiter: no limit, and the grant within.
+func (s *Limiter) hide(lease ratelimit.Lease) ratelimit.Lease {
+	il := leases.Lease(lease)
+	if il.Releaser() == nil {
+		info := il.Info()
+		known := s.known.Load()
+		if known == nil && s.known.CompareAndSwap(nil, info) {
+			known = info
+		}
+		if token, ok := il.Token(known); ok {
+			return ratelimit.Lease(s.hidden.Grant(-1, 0, token))
+		}
+	}
+	g := &grant{s: s, inner: lease}
+	g.info = leases.GrantInfo(-1, g)
+	return ratelimit.Lease(g.info.Grant(-1, 0, 0))
+}
+
+// Refund gives back to the wrapped limiter a grant it made, once: through
+// its Refund when it is a ratelimit.Refunder, else by releasing the lease
+// (as Chain does with members that are not). A lease granted for a refusal
+// holds nothing, and refunding it does nothing, as does refunding a lease
+// of another limiter.
 func (s *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
 	if ctx == nil {
 		return ratelimit.ErrNilContext
@@ -131,13 +178,21 @@ func (s *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 	if permits < 0 {
 		return base.CheckPermits(permits, math.MaxInt64)
 	}
-	if leases.Lease(lease).From(&s.free) || !lease.Acquired() {
+	var inner ratelimit.Lease
+	il := leases.Lease(lease)
+	if token, ok := il.Token(&s.hidden); ok {
+		// A rate grant: it holds nothing, and the wrapped limiter takes
+		// a second refund of it as the first (the Refunder's contract).
+		inner = ratelimit.Lease(s.known.Load().Grant(0, 0, token))
+	} else if g, ok := il.Releaser().(*grant); ok && g.s == s && il.From(&g.info) && g.refunded.CompareAndSwap(false, true) {
+		inner = g.inner
+	} else {
 		return nil
 	}
 	if r, ok := s.l.(ratelimit.Refunder); ok {
-		return r.Refund(ctx, lease, permits)
+		return r.Refund(ctx, inner, permits)
 	}
-	lease.Release()
+	inner.Release()
 	return nil
 }
 

@@ -80,14 +80,12 @@ func TestShadowReportsExactlyTheEnforcedRefusals(t *testing.T) {
 				} else {
 					got, err = s.Wait(ctx, permits)
 				}
-				if err != nil || !got.Acquired() {
-					t.Fatalf("step %d: shadow answered %v, %v; want a grant", i, got, err)
+				if err != nil || !got.Acquired() || got.Limit() != -1 || got.Remaining() != -1 {
+					t.Fatalf("step %d: shadow answered %v, %v; want a grant with no limit", i, got, err)
 				}
 				if !e.Acquired() {
 					want = append(want, e)
 					waits = append(waits, i%2 == 1)
-				} else if got.Limit() == -1 {
-					t.Fatalf("step %d: the enforced limit granted, the shadow one reports a refusal", i)
 				}
 			}
 			if len(want) == 0 {
@@ -129,8 +127,11 @@ func TestShadowGrantHoldsNoPermit(t *testing.T) {
 	s := shadow.New(inner, rec.record)
 	ctx := context.Background()
 	real, err := s.Acquire(ctx, 1)
-	if err != nil || !real.Acquired() || real.Limit() != 1 {
+	if err != nil || !real.Acquired() || real.Limit() != -1 {
 		t.Fatalf("first: %v, %v", real, err)
+	}
+	if st := inner.Stats(); st.Available != 0 {
+		t.Fatalf("the wrapped limiter's grant holds no permit: %+v", st)
 	}
 	for i := 0; i < 3; i++ {
 		free, err := s.Wait(ctx, 1)
@@ -157,6 +158,35 @@ func TestShadowGrantHoldsNoPermit(t *testing.T) {
 	}
 	if _, ok := s.IdleFor(); !ok {
 		t.Fatal("not idle once released")
+	}
+	// Refund releases a concurrency grant, once.
+	again, err := s.Acquire(ctx, 1)
+	if err != nil || !again.Acquired() || inner.Stats().Available != 0 {
+		t.Fatalf("again: %v, %v", again, err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := s.Refund(ctx, again, 1); err != nil {
+			t.Fatal(err)
+		}
+		if st := inner.Stats(); st.Available != 1 {
+			t.Fatalf("available %d after a refund", st.Available)
+		}
+	}
+}
+
+// A shadow limiter over a memory rate limiter allocates nothing per
+// decision, grant or refusal.
+func TestShadowAllocations(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	for _, cfg := range []ratelimit.Config{
+		tokenbucket.Config{Rate: 1e12, Burst: 1 << 40},
+		fixedwindow.Config{Limit: 1, Window: time.Hour},
+	} {
+		s := shadow.New(newMemory(t, cfg, clock), nil)
+		ctx := context.Background()
+		if n := testing.AllocsPerRun(100, func() { s.Acquire(ctx, 1) }); n != 0 {
+			t.Fatalf("%T: %v allocations per decision", cfg, n)
+		}
 	}
 }
 
