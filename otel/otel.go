@@ -52,15 +52,15 @@ const ScopeName = "github.com/limitkit/ratelimit/otel"
 
 // The instruments' names; the README says what each counts.
 const (
-	RequestsName        = "ratelimit.requests"
-	PermitsName         = "ratelimit.permits"
-	QueuedName          = "ratelimit.queued_requests"
-	TimeInQueueName     = "ratelimit.request.time_in_queue"
-	ActiveLeasesName    = "ratelimit.active_request_leases"
-	LeaseDurationName   = "ratelimit.request_lease.duration"
-	BackendDurationName = "ratelimit.backend.duration"
-	BackendFailuresName = "ratelimit.backend.failures"
-	AvailableName       = "ratelimit.available_permits"
+	RequestsName        = "ratelimit.requests"               // counter, {request}: decisions by result and reason
+	PermitsName         = "ratelimit.permits"                // counter, {permit}: permits granted
+	QueuedName          = "ratelimit.queued_requests"        // up-down counter, {request}: Wait calls in progress
+	TimeInQueueName     = "ratelimit.request.time_in_queue"  // histogram, s: duration of Wait calls
+	ActiveLeasesName    = "ratelimit.active_request_leases"  // up-down counter, {lease}: concurrency leases held
+	LeaseDurationName   = "ratelimit.request_lease.duration" // histogram, s: how long concurrency leases were held
+	BackendDurationName = "ratelimit.backend.duration"       // histogram, s: duration of Redis calls
+	BackendFailuresName = "ratelimit.backend.failures"       // counter, {failure}: calls the backend could not answer
+	AvailableName       = "ratelimit.available_permits"      // gauge, {permit}: permits available now
 )
 
 // The attributes' keys.
