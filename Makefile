@@ -2,18 +2,20 @@
 # the algorithm comparison.
 GO ?= go
 
-.PHONY: test test-redis test-others test-bench test-grpc bench gobench lint cover
+.PHONY: test test-redis test-others test-bench test-grpc test-otel bench gobench lint cover
 
 # The suites run side by side, each printing a line per package as the
 # package finishes: the redis package (the longest, waiting on servers more
 # than on the processors), the library's other packages, and the bench
-# module. make -k lets every suite finish and fails if any failed.
+# module, then the grpclimit and otel modules. make -k lets every suite
+# finish and fails if any failed.
 test:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd grpclimit && $(GO) vet ./...
+	cd otel && $(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	@$(MAKE) --no-print-directory -k -j3 test-redis test-others test-bench test-grpc
+	@$(MAKE) --no-print-directory -k -j3 test-redis test-others test-bench test-grpc test-otel
 
 test-redis:
 	$(GO) test -race -count=1 ./redis/
@@ -26,6 +28,9 @@ test-bench:
 
 test-grpc:
 	cd grpclimit && $(GO) test -race -count=1 ./...
+
+test-otel:
+	cd otel && $(GO) test -race -count=1 ./...
 
 # The algorithm comparison: a markdown report on stdout, bench/report.html.
 bench:
@@ -44,6 +49,8 @@ lint:
 	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd grpclimit && $(GO) vet ./...
 	cd grpclimit && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	cd otel && $(GO) vet ./...
+	cd otel && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 cover:
 	$(GO) test -race -coverprofile=cover.out ./...

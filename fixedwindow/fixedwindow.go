@@ -90,6 +90,10 @@ func (m *Model) at(s State, now int64) State {
 	return s
 }
 
+// Used is the number of permits s counts at now, against any limit: a
+// reconfigured limiter carries it over (see Holding).
+func (m *Model) Used(s State, now int64) int64 { return m.at(s, now).Count }
+
 // Holding is the state in which used permits, any number, were taken at
 // now: they count in now's window. A reconfigured limiter carries its
 // count over so.

@@ -191,6 +191,7 @@ type cloner[S any] interface {
 // a number of permits were taken at an instant: how a reconfigured limiter
 // carries its count over.
 type holder[S any] interface {
+	Used(s S, now int64) int64
 	Holding(now, used int64) S
 }
 
@@ -325,6 +326,13 @@ type behind struct {
 	gen, p, at int64
 }
 
+// checkPermits checks permits against the current configuration, which
+// the state may not have been carried over to yet: a capacity raised by
+// Reconfigure admits what it admits.
+func (l *limiter[S]) checkPermits(permits int) error {
+	return base.CheckPermits(permits, l.conf().cur.Load().capacity)
+}
+
 // conf is the configuration l's state is under.
 func (l *limiter[S]) conf() *conf[S] { return l.c.Load() }
 
@@ -385,7 +393,9 @@ type waiter struct {
 func (l *limiter[S]) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	c := l.conf()
 	if permits < 0 || int64(permits) > c.capacity {
-		return ratelimit.Lease{}, base.CheckPermits(permits, c.capacity)
+		if err := l.checkPermits(permits); err != nil {
+			return ratelimit.Lease{}, err
+		}
 	}
 	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
@@ -434,7 +444,9 @@ func (l *limiter[S]) acquireSlow(p int64) (ratelimit.Lease, error) {
 func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	c := l.conf()
 	if permits < 0 || int64(permits) > c.capacity {
-		return ratelimit.Lease{}, base.CheckPermits(permits, c.capacity)
+		if err := l.checkPermits(permits); err != nil {
+			return ratelimit.Lease{}, err
+		}
 	}
 	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
@@ -472,6 +484,11 @@ func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, er
 		return <-w.ch, nil
 	}
 	now = l.now()
+	l.sync(now)
+	if !w.queued { // refused by the new configuration
+		l.mu.Unlock()
+		return <-w.ch, nil
+	}
 	l.remove(w, now)
 	if l.conf().reserver != nil && w.permits > 0 {
 		l.state = l.conf().refunder.Refund(l.state, now, now, w.permits)
@@ -804,12 +821,14 @@ func (l *limiter[S]) answer(w *waiter, lease ratelimit.Lease) { w.ch <- lease }
 
 func (l *limiter[S]) Refund(_ context.Context, lease ratelimit.Lease, permits int) error {
 	c := l.conf() // whether it releases or refunds: the algorithm's, which no Reconfigure changes
-	if permits < 0 || int64(permits) > c.capacity {
-		return base.CheckPermits(permits, c.capacity)
-	}
-	if c.releaser != nil {
-		lease.Release()
+	if c.releaser != nil && permits >= 0 {
+		lease.Release() // whatever the capacity now: the lease holds what it holds
 		return nil
+	}
+	if permits < 0 || int64(permits) > c.capacity {
+		if err := l.checkPermits(permits); err != nil {
+			return err
+		}
 	}
 	if c.refunder == nil || permits == 0 {
 		return nil
@@ -942,13 +961,32 @@ func (l *limiter[S]) sync(now int64) {
 	if l.x != nil {
 		l.x.gen++ // behindQueue's cached answer was under the old one
 	}
+	// A waiter for more than the new capacity could never be served, and
+	// would hold up the queue behind it: it is refused, and a reservation's
+	// tokens come back.
+	dropped := false
+	for w := l.head; w != nil && c.capacity < old.capacity; {
+		next := w.next
+		if w.permits > c.capacity {
+			l.remove(w, now)
+			if c.reserver != nil {
+				l.state = c.refunder.Refund(l.state, now, now, w.permits)
+				dropped = true
+			}
+			l.answer(w, l.refuse(ratelimit.Decision{RetryAfter: -1}, w.permits, ratelimit.ReasonLimit))
+		}
+		w = next
+	}
+	if dropped {
+		l.redue(now)
+	}
 }
 
 // carry is state s, under configuration old, carried over to c at now.
 // A concurrency limit's holders keep their permits (s unchanged). A token
 // bucket keeps the whole tokens it has at now, clamped to the new burst,
-// or its debt. A window's permits in use at now (old's capacity less what
-// it has available) are taken at now from a new state of c: they stay in
+// or its debt. A window's permits in use at now (Used: its count, even
+// above a limit) are taken at now from a new state of c: they stay in
 // use, held against the new limit, and come back no sooner than they would
 // have (with the window, or segment, in which now falls). Either way no
 // more is available after the change than the old configuration had, or
@@ -957,12 +995,11 @@ func carry[S any](old, c *conf[S], s S, now int64) S {
 	if c.releaser != nil {
 		return s
 	}
-	avail := old.model.Available(s, now)
-	used := old.capacity - avail
+	used := old.holder.Used(s, now)
 	if c.reserver != nil {
 		// A token bucket keeps its tokens, clamped to the new burst (as
 		// x/time/rate's SetBurst), and its debt (queued reservations).
-		used = c.capacity - min(avail, c.capacity)
+		used = c.capacity - min(old.capacity-used, c.capacity)
 	}
 	if used <= 0 {
 		return c.model.Initial()
@@ -973,9 +1010,11 @@ func carry[S any](old, c *conf[S], s S, now int64) S {
 // Reconfigure applies cfg, a config of the limiter's algorithm, from the
 // next decision (see ratelimit.Reconfigurer). A Factory's limiters share
 // their configuration: reconfiguring one reconfigures all, each carrying
-// its state over at its next call. Queued waiters are examined again at
-// once; a token bucket's reservations keep the instants they were given.
-// The config in force already changes nothing.
+// its state over at its next call (this one at once). Queued waiters are
+// examined again at once; a token bucket's reservations keep the instants
+// they were given; a waiter for more permits than the new capacity is
+// refused (ReasonLimit, RetryAfter unknown). Applying the config in force
+// again changes nothing but carrying this limiter's state over to it.
 func (l *limiter[S]) Reconfigure(cfg ratelimit.Config) error {
 	ac, err := newConf(cfg)
 	if err != nil {
@@ -985,11 +1024,10 @@ func (l *limiter[S]) Reconfigure(cfg ratelimit.Config) error {
 	if !ok {
 		return fmt.Errorf("%w: memory: Reconfigure with a %T, of another algorithm", ratelimit.ErrInvalidConfig, cfg)
 	}
-	if cur := l.conf().cur.Load(); cur.cfg == c.cfg {
-		return nil
+	if cur := l.conf().cur.Load(); cur.cfg != c.cfg { // the config in force changes nothing
+		c.cur, c.clock = cur.cur, cur.clock
+		c.cur.Store(c)
 	}
-	c.cur, c.clock = l.conf().cur, l.conf().clock
-	c.cur.Store(c)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.closed {

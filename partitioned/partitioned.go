@@ -115,7 +115,8 @@ type Limiter[R any] struct {
 	timer  ratelimit.Timer
 	closed atomic.Bool
 
-	reconf atomic.Pointer[ratelimit.Config] // the last Reconfigure's config; nil before
+	reconfMu sync.Mutex                        // one Reconfigure at a time
+	reconf   atomic.Pointer[ratelimit.Config] // the last Reconfigure's config; nil before
 }
 
 // New validates cfg and starts the sweeper.
@@ -365,9 +366,12 @@ func reconfigureNew(lim ratelimit.Limiter, rc *ratelimit.Config) error {
 // limiter Config.New makes from now on, before its partition serves a
 // call: a policy's limit changes for every key at once (see
 // ratelimit.Reconfigurer for what each limiter carries over). An invalid
-// cfg (ratelimit.ErrInvalidConfig) changes nothing. The errors of
-// partitions that refuse cfg (a limiter of another algorithm) are joined,
-// each naming its key; the others are reconfigured all the same.
+// cfg, or one the partitions' limiters refuse (another algorithm: one live
+// partition, or a limiter New makes for the key "", is asked first), is an
+// error wrapping ratelimit.ErrInvalidConfig that changes nothing. Should
+// partitions of different configs refuse it (a New that picks a config per
+// key), their errors are joined, each naming its key, and the others are
+// reconfigured all the same. Calls are applied one at a time.
 func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
 	if l == nil || l.cfg.New == nil {
 		return fmt.Errorf("%w: partitioned: a Limiter must be made by New", ratelimit.ErrInvalidConfig)
@@ -380,6 +384,11 @@ func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
 	}
 	if l.closed.Load() {
 		return ratelimit.ErrClosed
+	}
+	l.reconfMu.Lock()
+	defer l.reconfMu.Unlock()
+	if err := l.probe(cfg); err != nil {
+		return err
 	}
 	l.reconf.Store(&cfg)
 	var errs []error
@@ -398,6 +407,38 @@ func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
 		s.mu.RUnlock()
 	}
 	return errors.Join(errs...)
+}
+
+// probe reports whether the partitions' limiters take cfg, before any
+// change: it reconfigures one live partition's limiter, or else a limiter
+// Config.New makes for the key "" (closed at once; when New refuses that
+// key, cfg cannot be checked and is taken). A cfg of another algorithm is
+// so refused even while no partition is live, rather than refusing every
+// partition made later.
+func (l *Limiter[R]) probe(cfg ratelimit.Config) error {
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.RLock()
+		for _, v := range s.slots {
+			if v != 0 {
+				p := l.store.at(uint32(v) - 1)
+				err := reconfigureNew(p.limiter, &cfg)
+				s.mu.RUnlock()
+				if err != nil {
+					return fmt.Errorf("partitioned: partition %q: %w", p.key, err)
+				}
+				return nil
+			}
+		}
+		s.mu.RUnlock()
+	}
+	lim, err := l.cfg.New("")
+	if err != nil || check.IsNil(lim) {
+		return nil
+	}
+	err = reconfigureNew(lim, &cfg)
+	l.discard("", lim, nil)
+	return err
 }
 
 // Reset puts the partition of resource back in its initial state (see

@@ -50,10 +50,14 @@ func TestReconfigure(t *testing.T) {
 	if got := limitOf(t, l, "b"); got != 8 {
 		t.Fatalf("new partition's limit %d, want 8", got)
 	}
-	// A config of another algorithm: memory partitions refuse it, each named.
+	// A config of another algorithm: memory partitions refuse it, named,
+	// and nothing changes.
 	err := l.Reconfigure(tokenbucket.Config{Rate: 1, Burst: 1})
-	if !errors.Is(err, ratelimit.ErrInvalidConfig) || !strings.Contains(err.Error(), `"a"`) {
+	if !errors.Is(err, ratelimit.ErrInvalidConfig) || !strings.Contains(err.Error(), `partition "`) {
 		t.Fatalf("Reconfigure to another algorithm: %v", err)
+	}
+	if got := limitOf(t, l, "c"); got != 8 {
+		t.Fatalf("a new partition after a refused change: limit %d, want 8", got)
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"reflect"
 	"slices"
@@ -848,7 +849,11 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 // shared). A lease of the fallback (WithFallback) is refunded there when
 // the fallback is a Refunder.
 func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
-	if err := base.CheckPermits(permits, l.params().capacity); err != nil {
+	capacity := l.params().capacity
+	if l.release {
+		capacity = math.MaxInt64 // a lease holds what it holds, whatever the limit now
+	}
+	if err := base.CheckPermits(permits, capacity); err != nil {
 		return err
 	}
 	if err := base.CheckContext(ctx); err != nil {

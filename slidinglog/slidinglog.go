@@ -109,6 +109,10 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	return s, d
 }
 
+// Used is the number of permits s counts at now, against any limit: a
+// reconfigured limiter carries it over (see Holding).
+func (m *Model) Used(s State, now int64) int64 { return s.total - s.log.Expired(now, m.window) }
+
 // Holding is the state in which used permits, any number, were granted at
 // now. A reconfigured limiter carries its count over so.
 func (m *Model) Holding(now, used int64) State {

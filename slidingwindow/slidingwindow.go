@@ -163,6 +163,17 @@ func (m *Model) fits(s State, now, permits int64) bool {
 	return m.weight(s, now) <= float64(m.limit-permits)
 }
 
+// Used is the number of permits s counts at now, against any limit
+// (rounded up in the weighted form): a reconfigured limiter carries it
+// over (see Holding).
+func (m *Model) Used(s State, now int64) int64 {
+	if m.segments > 0 {
+		return s.total - s.log.Expired(now, m.window)
+	}
+	s = m.at(s, now)
+	return int64(math.Ceil(m.weight(s, now)))
+}
+
 // Holding is the state in which used permits, any number, were taken at
 // now: they count in now's window (weighted) or segment (segmented). A
 // reconfigured limiter carries its count over so.

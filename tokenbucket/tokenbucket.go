@@ -183,6 +183,16 @@ func (m *Model) tokensAt(s State, now int64) State {
 	return State{Tokens: tokens, Last: now, Seen: now}
 }
 
+// Used is the number of tokens missing from a full bucket at now (the
+// whole tokens it holds taken from Burst; more than Burst when the bucket
+// is in debt): a reconfigured limiter carries it over (see Holding).
+func (m *Model) Used(s State, now int64) int64 {
+	if m.inf {
+		return 0
+	}
+	return m.burst - int64(math.Floor(m.tokensAt(s, now).Tokens))
+}
+
 // Holding is the bucket after used tokens, any number, were taken from a
 // full one at now: Burst - used tokens (a debt when used is larger). A
 // reconfigured limiter carries its tokens over so.

@@ -1,0 +1,40 @@
+package memory_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+// A token bucket in debt to a queued reservation loses the debt on Reconfigure.
+func TestReconfigureCaseReconfigureForgivesDebt(t *testing.T) {
+	for _, change := range []bool{false, true} {
+		clock := ratelimittest.NewClock()
+		cfg := tokenbucket.Config{Rate: 1, Burst: 5}
+		l := newLimiter(t, cfg, clock)
+		granted := 0
+		if mustAcquire(t, l, 5).Acquired() {
+			granted += 5
+		}
+		w := goWait(t, l, bg, 5, 5)
+		if change {
+			cfg2 := cfg
+			cfg2.Queue = ratelimit.Queue{Limit: 100} // only the queue bound changes
+			reconfigure(t, l, cfg2)
+		}
+		clock.Advance(5 * time.Second)
+		if a := <-w; a.lease.Acquired() {
+			granted += 5
+		}
+		if mustAcquire(t, l, 5).Acquired() {
+			granted += 5
+		}
+		t.Logf("reconfigured=%v: granted %d permits in 5s (Burst 5 + 5s*1/s = 10 allowed)", change, granted)
+		if granted > 10 {
+			t.Errorf("reconfigured=%v: over-admission: %d > 10", change, granted)
+		}
+	}
+}
