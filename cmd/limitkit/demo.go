@@ -454,7 +454,8 @@ func (d *demo) makeSlot(s *session, name string, sp spec) (*slot, error) {
 	}
 	var err error
 	if d.redis != nil {
-		lim, err = redis.New(d.redis, "limitkit:demo:"+s.id+":"+name, sp.cfg)
+		// limitkit:demo:{session:slot}: each limiter's keys in one slot.
+		lim, err = redis.New(d.redis, s.id+":"+name, sp.cfg, redis.WithPrefix("limitkit:demo:"))
 	} else {
 		lim, err = memory.New(sp.cfg)
 	}
