@@ -58,7 +58,9 @@ async function signIn(ev) {
 
 function signOut(message) {
   admin.token = '';
+  admin.editing = null;
   sessionStorage.removeItem('limitkit-token');
+  $('#editor').hidden = true;
   $('#app').hidden = true;
   $('#signin').hidden = false;
   $('#token-error').textContent = message || '';
