@@ -38,6 +38,7 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/httplimit"
+	"github.com/limitkit/ratelimit/internal/check"
 )
 
 // Keyed is a limiter that decides per key: see httplimit.Keyed.
@@ -172,19 +173,7 @@ func refusal(msg string, d time.Duration) error {
 
 // retryAfterMD is the "retry-after" header of a refusal of d.
 func retryAfterMD(d time.Duration) metadata.MD {
-	return metadata.Pairs("retry-after", strconv.FormatInt(ceilSeconds(d), 10))
-}
-
-// ceilSeconds rounds d up to whole seconds, in integers.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
+	return metadata.Pairs("retry-after", strconv.FormatInt(check.CeilSeconds(d), 10))
 }
 
 // retryOf is a refused lease's RetryAfter, negative when unknown.

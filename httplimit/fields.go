@@ -51,21 +51,6 @@ func sfString(s string) string {
 	return b.String()
 }
 
-// ceilSeconds rounds d up to whole seconds, as delay-seconds require, in
-// integers: float64 seconds lose the nanoseconds of durations above about
-// 104 days (2^53 ns), and 31,000,000s + 1ns must be sent as 31000001.
-// Negative durations are 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
-
 // untilNext is how long from now until the next multiple of p since the
 // Unix epoch (p when now is one): the end of an epoch-aligned window.
 func untilNext(now time.Time, p time.Duration) time.Duration {

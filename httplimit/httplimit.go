@@ -444,7 +444,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	m.setHeaders(w.Header(), leases)
 	if !last.Acquired() {
 		if d, ok := last.RetryAfter(); ok {
-			w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(d), 10))
+			w.Header().Set("Retry-After", strconv.FormatInt(check.CeilSeconds(d), 10))
 		}
 		m.o.OnRejected(w, r, last)
 		return
@@ -503,12 +503,12 @@ func (m *middleware) setHeaders(h http.Header, leases []decided) {
 		pol = appendParam(pol, "q", lease.Limit())
 		pol = append(pol, quotaUnit(d.p.cfg)...)
 		if d.p.window > 0 {
-			pol = appendParam(pol, "w", ceilSeconds(d.p.window))
+			pol = appendParam(pol, "w", check.CeilSeconds(d.p.window))
 		}
 		lim = append(lim, d.p.name...)
 		lim = appendParam(lim, "r", max(lease.Remaining(), 0))
 		if t, ok := effectiveWindow(d.p.cfg, lease, now); ok {
-			lim = appendParam(lim, "t", ceilSeconds(t))
+			lim = appendParam(lim, "t", check.CeilSeconds(t))
 		}
 		if least == nil || lease.Remaining() < least.Remaining() || !lease.Acquired() {
 			least = &d.lease
@@ -522,6 +522,6 @@ func (m *middleware) setHeaders(h http.Header, leases []decided) {
 	if m.o.LegacyHeaders {
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(least.Limit(), 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(least.Remaining(), 0), 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(least.ResetAfter()), 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(check.CeilSeconds(least.ResetAfter()), 10))
 	}
 }

@@ -170,7 +170,7 @@ func (t *Transport) refuse(req *http.Request, key string, d time.Duration, reaso
 	if t.Synthetic429 {
 		h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
 		if d >= 0 {
-			h.Set("Retry-After", strconv.FormatInt(ceilSeconds(d), 10))
+			h.Set("Retry-After", strconv.FormatInt(check.CeilSeconds(d), 10))
 		}
 		body := "rate limited by the client\n"
 		return &http.Response{

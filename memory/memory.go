@@ -137,32 +137,23 @@ func newConf(cfg ratelimit.Config) (anyConf, error) {
 	if err := check.Config("memory", cfg); err != nil {
 		return nil, err
 	}
+	cfg = check.Value(cfg)
 	switch c := cfg.(type) {
 	case tokenbucket.Config:
 		m, err := tokenbucket.NewModel(c)
 		return makeConf[tokenbucket.State](&m, err, c)
-	case *tokenbucket.Config:
-		return newConf(*c)
 	case fixedwindow.Config:
 		m, err := fixedwindow.NewModel(c)
 		return makeConf[fixedwindow.State](&m, err, c)
-	case *fixedwindow.Config:
-		return newConf(*c)
 	case slidingwindow.Config:
 		m, err := slidingwindow.NewModel(c)
 		return makeConf[slidingwindow.State](&m, err, c)
-	case *slidingwindow.Config:
-		return newConf(*c)
 	case slidinglog.Config:
 		m, err := slidinglog.NewModel(c)
 		return makeConf[slidinglog.State](&m, err, c)
-	case *slidinglog.Config:
-		return newConf(*c)
 	case concurrency.Config:
 		m, err := concurrency.NewModel(c)
 		return makeConf[concurrency.State](&m, err, c)
-	case *concurrency.Config:
-		return newConf(*c)
 	}
 	return nil, fmt.Errorf("%w: memory: unsupported config type %T", ratelimit.ErrInvalidConfig, cfg)
 }

@@ -391,6 +391,7 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 	if o.leaseTTL < time.Millisecond {
 		return nil, fmt.Errorf("%w: redis: lease TTL must be at least 1ms, got %v", ratelimit.ErrInvalidConfig, o.leaseTTL)
 	}
+	cfg = check.Value(cfg)
 	s := &shape{client: client, direct: honoursDeadlines(client), o: o}
 	pm := &params{cfg: cfg, capacity: cfg.Capacity(), infos: leases.MakeInfos(cfg.Capacity()), queue: cfg.QueueOptions()}
 	us := func(field string, d time.Duration) (int64, error) {
@@ -401,8 +402,6 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 	}
 	var err error
 	switch c := cfg.(type) {
-	case *tokenbucket.Config:
-		return newShape(client, *c, o)
 	case tokenbucket.Config:
 		var period int64
 		if period, err = us("Period", c.Period); err != nil {
@@ -411,16 +410,12 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 		s.script, s.reserves, s.suffixes = tokenBucketScript, true, []string{":tb"}
 		pm.unlimited = c.Rate == rate.Inf
 		pm.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'f', -1, 64), c.Burst, period, c.PerPeriod, check.QueueLimit(c.Queue), int(c.Queue.Order)}
-	case *fixedwindow.Config:
-		return newShape(client, *c, o)
 	case fixedwindow.Config:
 		var w int64
 		if w, err = us("Window", c.Window); err != nil {
 			return nil, err
 		}
 		s.script, pm.args, s.suffixes = fixedWindowScript, []interface{}{c.Limit, w}, []string{":fw"}
-	case *slidingwindow.Config:
-		return newShape(client, *c, o)
 	case slidingwindow.Config:
 		var w int64
 		if w, err = us("Window", c.Window); err != nil {
@@ -433,16 +428,12 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 		if c.Segments > 0 {
 			s.suffixes = []string{":sgc", ":sgc:m"}
 		}
-	case *slidinglog.Config:
-		return newShape(client, *c, o)
 	case slidinglog.Config:
 		var w int64
 		if w, err = us("Window", c.Window); err != nil {
 			return nil, err
 		}
 		s.script, pm.args, s.suffixes = slidingLogScript, []interface{}{c.Limit, w}, []string{":slc", ":slc:m"}
-	case *concurrency.Config:
-		return newShape(client, *c, o)
 	case concurrency.Config:
 		s.script, s.release = concurrencyScript, true
 		pm.args = []interface{}{c.Limit, int64(o.leaseTTL / time.Microsecond)}

@@ -130,6 +130,33 @@ func Config(pkg string, cfg ratelimit.Config) error {
 	return nil
 }
 
+// CeilSeconds rounds d up to whole seconds, as HTTP's delay-seconds and
+// gRPC's retry-after require, in integers: float64 seconds lose the
+// nanoseconds of durations above about 104 days (2^53 ns), and
+// 31,000,000s + 1ns must be sent as 31000001. Negative durations are 0.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// Value is the Config cfg points to when it is a non-nil pointer to one
+// (&tokenbucket.Config{...}), and cfg otherwise: backends switch on the
+// algorithms' value types only.
+func Value(cfg ratelimit.Config) ratelimit.Config {
+	if v := reflect.ValueOf(cfg); v.Kind() == reflect.Pointer && !v.IsNil() {
+		if c, ok := v.Elem().Interface().(ratelimit.Config); ok {
+			return c
+		}
+	}
+	return cfg
+}
+
 // Add returns t + d for d >= 0, saturating at Far: the end of a window or
 // a wait that would fall past Far is Far.
 func Add(t, d int64) int64 {
