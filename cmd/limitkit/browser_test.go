@@ -193,22 +193,31 @@ func TestBrowser(t *testing.T) {
 			chromedp.Click(chromedp.CSS("#fire-burst")),
 			statusDone)
 	}
-	// policy reads the demo policy through the admin API.
-	policy := func() (version int64, limit int) {
+	// apiGet reads path of the admin API, with the token.
+	apiGet := func(path string) (int, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", base+"/api/policies/demo", nil)
+		req, _ := http.NewRequest("GET", base+"/api"+path, nil)
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, b
+	}
+	// policy reads the demo policy through the admin API.
+	policy := func() (version int64, limit int) {
+		t.Helper()
 		var p struct {
 			Version     int64
 			Fixedwindow struct{ Limit int }
 		}
-		if err := json.NewDecoder(res.Body).Decode(&p); err != nil {
-			t.Fatal(err)
+		if status, b := apiGet("/policies/demo"); status != http.StatusOK || json.Unmarshal(b, &p) != nil {
+			t.Fatalf("GET /api/policies/demo: %d %s", status, b)
 		}
 		return p.Version, p.Fixedwindow.Limit
 	}
@@ -328,7 +337,32 @@ func TestBrowser(t *testing.T) {
 	if got := text("#reset-msg"); !strings.Contains(got, "5 of 5 remaining") {
 		t.Errorf("the key's figures after the reset: %q", got)
 	}
+
+	// Create a policy (an empty list of applications is refused beside its
+	// field), then delete it.
+	do("creating a policy without applications",
+		chromedp.Click(chromedp.CSS("#new-policy")),
+		chromedp.WaitVisible(chromedp.CSS("#p-name")),
+		set("#p-name", "checkout"), set("#p-algorithm", "slidinglog"),
+		set("#p-limit", "100"), set("#p-window", "1m"), set("#p-key", "user"), set("#p-apps", ""),
+		chromedp.Click(chromedp.CSS("#save")),
+		wait(`document.querySelector('[data-err-for="apps"]').textContent !== ''`))
+	do("creating a policy",
+		set("#p-apps", "web, mobile"),
+		chromedp.Click(chromedp.CSS("#save")),
+		chromedp.WaitVisible(chromedp.CSS(`#policies tr[data-name="checkout"]`)))
+	if got := text(`#policies tr[data-name="checkout"] .limit`); got != "sliding log: 100 per 1m0s" {
+		t.Errorf("the new policy is listed as %q", got)
+	}
 	shot("admin.png")
+	do("deleting the policy",
+		chromedp.Click(chromedp.CSS(`#policies tr[data-name="checkout"] button.delete`)),
+		wait(`document.querySelector('#policies tr[data-name="checkout"] button.delete').textContent.startsWith('Really')`),
+		chromedp.Click(chromedp.CSS(`#policies tr[data-name="checkout"] button.delete`)),
+		wait(`document.querySelector('#policies tr[data-name="checkout"]') === null`))
+	if status, b := apiGet("/policies/checkout"); status != http.StatusNotFound {
+		t.Errorf("the deleted policy: %d %s", status, b)
+	}
 
 	// The next burst is admitted at the new limit.
 	burstOnPolicy("a burst of 30 on the lowered policy")

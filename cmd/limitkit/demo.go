@@ -58,6 +58,13 @@ type demo struct {
 	redis goredis.UniversalClient
 	runs  chan struct{} // one token per run streaming
 
+	// maxSessions and sessionIdle bound the sessions held (tests lower
+	// them): past sessionIdle a session's limiters are closed when a new
+	// session is made, and at maxSessions the least recently used idle one
+	// makes room.
+	maxSessions int
+	sessionIdle time.Duration
+
 	stopOnce sync.Once
 	stopped  chan struct{} // closed at shutdown: runs end their streams
 
@@ -89,11 +96,13 @@ type slot struct {
 
 func newDemo(reg *policy.Registry, client goredis.UniversalClient) *demo {
 	return &demo{
-		reg:      reg,
-		redis:    client,
-		runs:     make(chan struct{}, maxRuns),
-		stopped:  make(chan struct{}),
-		sessions: map[string]*session{},
+		reg:         reg,
+		redis:       client,
+		runs:        make(chan struct{}, maxRuns),
+		maxSessions: maxSessions,
+		sessionIdle: sessionIdle,
+		stopped:     make(chan struct{}),
+		sessions:    map[string]*session{},
 	}
 }
 
@@ -141,14 +150,14 @@ func (d *demo) createSession(w http.ResponseWriter, r *http.Request) {
 		idle, last := o.running == 0, o.lastUsed
 		o.mu.Unlock()
 		switch {
-		case idle && now.Sub(last) > sessionIdle:
+		case idle && now.Sub(last) > d.sessionIdle:
 			delete(d.sessions, id)
 			evicted = append(evicted, o)
 		case idle && (oldest == nil || last.Before(oldest.lastUsed)):
 			oldest = o
 		}
 	}
-	if len(d.sessions) >= maxSessions {
+	if len(d.sessions) >= d.maxSessions {
 		if oldest == nil {
 			d.mu.Unlock()
 			fail(w, http.StatusServiceUnavailable, "", "", "too many demo sessions running; try again later")

@@ -617,3 +617,125 @@ func TestRedisBackend(t *testing.T) {
 		t.Errorf("the second server's demo policy: %+v %v", p, ok)
 	}
 }
+
+// Sessions are bounded: an idle one makes room for a new one (its
+// limiters closed), and a session expires after its idle time.
+func TestDemoSessionBounds(t *testing.T) {
+	s, ts := newTestServer(t, options{})
+	s.demo.maxSessions = 2
+	fw := `"a":{"algorithm":"fixedwindow","fixedwindow":{"limit":10,"window":"1m"}},"traffic":{"mode":"one"}}`
+	first := newSession(t, ts.URL)
+	runDemo(t, ts.URL, `{"session":"`+first+`",`+fw)
+	s.demo.mu.Lock()
+	old := s.demo.sessions[first].slots["a"]
+	s.demo.mu.Unlock()
+	newSession(t, ts.URL)
+	newSession(t, ts.URL) // the least recently used, first, makes room
+	if _, err := old.acquire(context.Background()); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Errorf("the evicted session's limiter: %v, want ErrClosed", err)
+	}
+	if res := post(t, ts.URL+"/demo/run", `{"session":"`+first+`",`+fw); res.StatusCode != http.StatusNotFound {
+		t.Errorf("a run in the evicted session: %s", res.Status)
+	}
+	s.demo.mu.Lock()
+	n := len(s.demo.sessions)
+	s.demo.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d sessions held, want 2", n)
+	}
+
+	s.demo.sessionIdle = time.Millisecond
+	time.Sleep(5 * time.Millisecond)
+	newSession(t, ts.URL)
+	s.demo.mu.Lock()
+	n = len(s.demo.sessions)
+	s.demo.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d sessions held after the others expired, want 1", n)
+	}
+}
+
+// A session runs at most maxSessionRuns at once, and a run may not
+// replace the limiters another run of the session is using.
+func TestDemoRunsBounded(t *testing.T) {
+	_, ts := newTestServer(t, options{})
+	id := newSession(t, ts.URL)
+	slow := `{"session":"` + id + `","a":{"algorithm":"fixedwindow","fixedwindow":{"limit":10,"window":"1m"}},"traffic":{"mode":"steady","rate":1,"seconds":30}}`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range maxSessionRuns {
+		req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/demo/run", strings.NewReader(slow))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("run: %s", res.Status)
+		}
+	}
+	if res := post(t, ts.URL+"/demo/run", slow); res.StatusCode != http.StatusConflict {
+		t.Errorf("a third run at once: %s", res.Status)
+	}
+	cancel()
+	id2 := newSession(t, ts.URL)
+	slow2 := strings.Replace(slow, id, id2, 1)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	req, _ := http.NewRequestWithContext(ctx2, "POST", ts.URL+"/demo/run", strings.NewReader(slow2))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	other := strings.Replace(slow2, `"limit":10`, `"limit":9`, 1)
+	if res := post(t, ts.URL+"/demo/run", other); res.StatusCode != http.StatusConflict {
+		t.Errorf("other limiters while a run is in progress: %s", res.Status)
+	}
+}
+
+// A concurrency limit's grants are held for the run's hold, then released.
+func TestDemoConcurrency(t *testing.T) {
+	_, ts := newTestServer(t, options{})
+	id := newSession(t, ts.URL)
+	body := `{"session":"` + id + `","a":{"algorithm":"concurrency","concurrency":{"limit":2}},"traffic":{"mode":"burst","n":5,"hold":"100ms"}}`
+	rr := runDemo(t, ts.URL, body)
+	if rr.done.Allowed["a"] != 2 || rr.done.Refused["a"] != 3 {
+		t.Fatalf("5 against 2 held: %+v", rr.done)
+	}
+	if d := rr.decisions[4]; d.Reason != "limit reached" || d.RetryAfter != nil {
+		t.Errorf("a concurrency refusal: %+v (RetryAfter is unknown)", d)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if rr := runDemo(t, ts.URL, body); rr.done.Allowed["a"] != 2 {
+		t.Errorf("after the hold: %+v", rr.done)
+	}
+}
+
+// -redis points the command at Redis.
+func TestRunRedisFlag(t *testing.T) {
+	mr := miniredis.RunT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	var health map[string]any
+	err := run(ctx, []string{"-addr", "127.0.0.1:0", "-token", testToken, "-redis", mr.Addr()}, &stdout, &stderr, func(base string) {
+		defer cancel()
+		res, err := http.Get(base + "/healthz")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer res.Body.Close()
+		json.NewDecoder(res.Body).Decode(&health)
+	})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if health["backend"] != "redis" || !strings.Contains(stdout.String(), "(redis backend)") {
+		t.Errorf("healthz %v, stdout %q", health, stdout.String())
+	}
+	if !mr.Exists("limitkit:policy:{store}:defs") {
+		t.Errorf("no policies in Redis: %v", mr.Keys())
+	}
+}
