@@ -55,6 +55,9 @@ var errUsage = errors.New("usage")
 // after SIGTERM.
 const shutdownTimeout = 15 * time.Second
 
+// startupTimeout bounds reading the policies at start-up.
+const startupTimeout = 30 * time.Second
+
 // run parses args, serves until ctx is done, then shuts down gracefully:
 // requests in flight finish (demo runs are told to stop), then the
 // limiters and the registry are closed. ready, if set, is called with the
@@ -116,9 +119,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		opts.Store = fstore
 	}
 
-	srv, err := newServer(ctx, opts)
+	// Start-up reads (and on a new store writes) the policies: bounded, so
+	// that an unreachable Redis is an error, not a hang.
+	sctx, scancel := context.WithTimeout(ctx, startupTimeout)
+	srv, err := newServer(sctx, opts)
+	scancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("starting: %w", err)
 	}
 	defer srv.Close()
 

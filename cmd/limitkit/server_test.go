@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -737,5 +738,22 @@ func TestRunRedisFlag(t *testing.T) {
 	}
 	if !mr.Exists("limitkit:policy:{store}:defs") {
 		t.Errorf("no policies in Redis: %v", mr.Keys())
+	}
+}
+
+// An unreachable Redis is an error at start-up, within the start-up bound.
+func TestRunRedisUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var stdout, stderr bytes.Buffer
+	err = run(ctx, []string{"-addr", "127.0.0.1:0", "-token", testToken, "-redis", addr}, &stdout, &stderr, func(string) { t.Error("served without Redis") })
+	if err == nil || ctx.Err() != nil {
+		t.Errorf("run without Redis: %v (context: %v)", err, ctx.Err())
 	}
 }
