@@ -730,13 +730,13 @@ func schedule(t traffic, window time.Duration, now time.Time) plan {
 		return p
 	}
 	// edge: half the requests just before a window edge (aligned to the
-	// Unix epoch, as every backend's windows are), half just after.
-	delta := min(window/20, 50*time.Millisecond)
+	// Unix epoch, as every backend's windows are), half just after. The
+	// edge is the end of a window that starts after now+delta, so that no
+	// earlier request of the session counts in the window of the first
+	// half (nor, for a sliding log, in the window before it).
+	delta := min(window/10, 100*time.Millisecond)
 	slice := 2 * delta
-	edge := time.Unix(0, (now.UnixNano()/int64(window)+1)*int64(window))
-	if edge.Sub(now) < 3*delta {
-		edge = edge.Add(window)
-	}
+	edge := time.Unix(0, (now.Add(delta).UnixNano()/int64(window)+2)*int64(window))
 	origin := edge.Add(-2 * slice)
 	p := plan{origin: origin, slice: slice, edge: 2 * slice}
 	for range t.N {

@@ -281,7 +281,7 @@ func TestDemoSteady(t *testing.T) {
 }
 
 // At a window edge a fixed window of 10 per second can admit 20 within
-// 100 ms; a sliding log of 10 per second admits 10 whenever they come.
+// 200 ms; a sliding log of 10 per second admits 10 whenever they come.
 func TestDemoWindowEdge(t *testing.T) {
 	_, ts := newTestServer(t, options{})
 	id := newSession(t, ts.URL)
@@ -289,7 +289,7 @@ func TestDemoWindowEdge(t *testing.T) {
 		"a":{"algorithm":"fixedwindow","fixedwindow":{"limit":10,"window":"1s"}},
 		"b":{"algorithm":"slidinglog","slidinglog":{"limit":10,"window":"1s"}},
 		"traffic":{"mode":"edge","n":10}}`)
-	if rr.start["edge_ms"] != 200.0 || rr.start["slice_ms"] != 100.0 {
+	if rr.start["edge_ms"] != 400.0 || rr.start["slice_ms"] != 200.0 {
 		t.Errorf("start: %v", rr.start)
 	}
 	if rr.done.Allowed["b"] != 10 {
@@ -299,7 +299,9 @@ func TestDemoWindowEdge(t *testing.T) {
 	if a := rr.done.Allowed["a"]; a < 10 || a > 20 {
 		t.Errorf("the fixed window admitted %d of 20", a)
 	}
-	t.Logf("at the window edge: fixed window admitted %d, sliding log %d", rr.done.Allowed["a"], rr.done.Allowed["b"])
+	t.Logf("at the window edge (%.1f ms): fixed window admitted %d, sliding log %d; the halves sent at %.1f to %.1f ms and %.1f to %.1f ms",
+		rr.start["edge_ms"], rr.done.Allowed["a"], rr.done.Allowed["b"],
+		rr.decisions[0].T, rr.decisions[19].T, rr.decisions[20].T, rr.decisions[39].T)
 }
 
 // The demo spends a stored policy on a key of its own, and never changes
