@@ -122,7 +122,7 @@ func TestBrowser(t *testing.T) {
 	defer cancel()
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	defer cancelAlloc() // stops the browser this test started
-	cons := &console{expected: []string{"/api/policies"}}
+	cons := &console{expected: []string{"/api/policies", "/demo/run"}}
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithListener(cons.listen))
 	defer cancelBrowser()
 
@@ -232,6 +232,16 @@ func TestBrowser(t *testing.T) {
 	}
 	if n, _ := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#log tr').length`)); n != 30 {
 		t.Errorf("%d decisions listed, want 30", n)
+	}
+
+	// An invalid parameter is refused by the server and shown beside its
+	// field.
+	do("sending with an invalid limit",
+		set("#a-source", "fixedwindow"), set("#a-limit", "-1"),
+		chromedp.Click(chromedp.CSS("#fire-one")),
+		wait(`document.querySelector('[data-err-for="a.fixedwindow.limit"]').textContent !== ''`))
+	if msg := text(`[data-err-for="a.fixedwindow.limit"]`); !strings.Contains(msg, "-1") {
+		t.Errorf("the error beside the limit reads %q", msg)
 	}
 
 	// Side by side at a window edge: the sliding log admits 10 of the 20,

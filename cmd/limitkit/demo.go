@@ -726,7 +726,7 @@ func schedule(t traffic, window time.Duration, now time.Time) plan {
 			p.at[i] = time.Duration(float64(i) / t.Rate * float64(time.Second))
 		}
 		total := time.Duration(t.Seconds * float64(time.Second))
-		p.slice = max(100*time.Millisecond, (total / 40).Round(50*time.Millisecond))
+		p.slice = max(100*time.Millisecond, (total / 20).Round(50*time.Millisecond))
 		return p
 	}
 	// edge: half the requests just before a window edge (aligned to the

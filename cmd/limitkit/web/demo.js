@@ -220,6 +220,7 @@ function drawChart() {
   const chart = $('#chart');
   chart.replaceChildren();
   const r = demo.run;
+  $('.edge-key').hidden = !(r && r.edge !== undefined);
   const W = 800, H = 240, left = 40, bottom = 24, top = 10;
   if (!r || !r.slices.length) {
     chart.append(svg('text', {x: W / 2, y: H / 2, 'text-anchor': 'middle', class: 'empty'}, 'Send some requests'));
