@@ -32,7 +32,7 @@ import (
 // Bounds on what a demo may ask, so that no visitor can exhaust the server.
 const (
 	maxDemoBody       = 16 << 10
-	maxDemoLimit      = 10_000    // limit, burst, per_period, segments ceiling
+	maxDemoLimit      = 1000      // limit, burst, per_period: a sliding log holds up to this many grants
 	maxDemoRate       = 10_000    // token bucket rate, per second
 	maxDemoWindow     = time.Hour // window, period
 	maxEdgeWindow     = 10 * time.Second
