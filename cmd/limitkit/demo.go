@@ -89,9 +89,9 @@ type slot struct {
 	label   string
 	acquire func(ctx context.Context) (ratelimit.Lease, error)
 	close   func() error
-	holds   bool // a concurrency limit: grants are released after the run's hold
-	window  time.Duration
-	fixedWd bool
+	holds   bool          // a concurrency limit: grants are released after the run's hold
+	window  time.Duration // the window or refill period, if any
+	fixed   bool          // a fixed window: its window is the edge scenario's
 }
 
 func newDemo(reg *policy.Registry, client goredis.UniversalClient) *demo {
@@ -145,6 +145,7 @@ func (d *demo) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now()
 	var oldest *session
+	var oldestUse time.Time
 	for id, o := range d.sessions {
 		o.mu.Lock()
 		idle, last := o.running == 0, o.lastUsed
@@ -153,8 +154,8 @@ func (d *demo) createSession(w http.ResponseWriter, r *http.Request) {
 		case idle && now.Sub(last) > d.sessionIdle:
 			delete(d.sessions, id)
 			evicted = append(evicted, o)
-		case idle && (oldest == nil || last.Before(oldest.lastUsed)):
-			oldest = o
+		case idle && (oldest == nil || last.Before(oldestUse)):
+			oldest, oldestUse = o, last
 		}
 	}
 	if len(d.sessions) >= d.maxSessions {
@@ -453,7 +454,7 @@ func (d *demo) makeSlot(s *session, name string, sp spec) (*slot, error) {
 		sl.close = func() error { return nil } // the registry owns the policy's limiters
 		if p, ok := d.reg.Policy(pname); ok {
 			_, sl.holds = p.Config.(concurrency.Config)
-			sl.window, sl.fixedWd = windowOf(p.Config)
+			sl.window, sl.fixed = windowOf(p.Config)
 		}
 		return sl, nil
 	}
@@ -474,7 +475,7 @@ func (d *demo) makeSlot(s *session, name string, sp spec) (*slot, error) {
 	sl.acquire = func(ctx context.Context) (ratelimit.Lease, error) { return lim.Acquire(ctx, 1) }
 	sl.close = lim.Close
 	_, sl.holds = sp.cfg.(concurrency.Config)
-	sl.window, sl.fixedWd = windowOf(sp.cfg)
+	sl.window, sl.fixed = windowOf(sp.cfg)
 	return sl, nil
 }
 
@@ -544,7 +545,7 @@ func (d *demo) run(w http.ResponseWriter, r *http.Request) {
 	var window time.Duration
 	if req.Traffic.Mode == "edge" {
 		for _, sl := range slots {
-			if sl.window > 0 && (window == 0 || sl.fixedWd) {
+			if sl.window > 0 && (window == 0 || sl.fixed) {
 				window = sl.window
 			}
 		}
