@@ -134,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		return err
 	}
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(stdout, "limitkit: demo at %s/ , management at %s/admin (%s backend)\n", base, base, srv.backendName())
+	fmt.Fprintf(stdout, "limitkit: serving the demo at %s/ and the management page at %s/admin (%s backend)\n", base, base, srv.backendName())
 
 	hs := &http.Server{
 		Handler:           srv,
