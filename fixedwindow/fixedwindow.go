@@ -12,8 +12,9 @@
 //
 // Reconfigured while it runs (ratelimit.Reconfigurer), the permits counted
 // in the current window stay counted, against the new Limit, until the
-// window (of the new length, in memory) in which the change falls ends. On
-// Redis the Window cannot change: the state is the count of one window.
+// window of the new length in which the change falls ends (on Redis too: a
+// count whose window has not ended when the change is first read is held
+// in that window; one whose window has ended is gone).
 package fixedwindow
 
 import (

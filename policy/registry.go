@@ -5,18 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/redis"
-	"github.com/limitkit/ratelimit/slidingwindow"
-	"github.com/limitkit/ratelimit/tokenbucket"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -41,37 +37,20 @@ func Memory(opts ...memory.Option) Backend {
 
 // Redis is the backend of limiters in Redis (redis.NewFactory), shared by
 // every process on the same Redis: a policy's keys are
-// "limitkit:limit:" + name + ":" + layout + ":{" + key + "}" + the
-// algorithm's suffix (a global policy's key is "global"), where layout names
-// what the state in Redis depends on: the window or refill period (and a
-// sliding window's segments). A change of those (which the registry makes by
-// replacing the limiters, as Redis cannot carry the state over) so starts on
-// keys of its own, shared by every process that applies the same policy
-// version; the old keys expire. A policy deleted and created again with the
-// same layout finds the state its keys still hold. opts are passed to
-// redis.NewFactory; a redis.WithPrefix among them is overridden.
+// "limitkit:limit:" + name + ":{" + key + "}" + the algorithm's suffix (a
+// global policy's key is "global"). They stay the same across a change of
+// configuration, which Redis applies in place, carrying the state over
+// (see redis.Limiter.Reconfigure), also of a window's length or a bucket's
+// refill; the algorithms, and the weighted and segmented sliding windows,
+// have suffixes of their own, so a change between them starts on other
+// keys, and the old ones expire. A policy deleted and created again finds
+// the state its keys still hold. opts are passed to redis.NewFactory; a
+// redis.WithPrefix among them is overridden.
 func Redis(client goredis.UniversalClient, opts ...redis.Option) Backend {
 	return func(p Policy) (Factory, error) {
-		prefix := "limitkit:limit:" + p.Name + ":" + layout(p.Config) + ":"
-		o := append(opts[:len(opts):len(opts)], redis.WithPrefix(prefix))
+		o := append(opts[:len(opts):len(opts)], redis.WithPrefix("limitkit:limit:"+p.Name+":"))
 		return redis.NewFactory(client, p.Config, o...)
 	}
-}
-
-// layout names what a config's state in Redis is laid out by.
-func layout(cfg ratelimit.Config) string {
-	switch c := cfg.(type) {
-	case tokenbucket.Config:
-		if c.Period != 0 {
-			return "p" + c.Period.String()
-		}
-		return "c"
-	case fixedwindow.Config:
-		return "w" + c.Window.String()
-	case slidingwindow.Config:
-		return "w" + c.Window.String() + "s" + strconv.Itoa(c.Segments)
-	}
-	return "-"
 }
 
 // Options configures NewRegistry. The zero value is the defaults.
@@ -102,10 +81,10 @@ type Options struct {
 //     concurrency holders keep their permits), so during a change no key
 //     admits more than the larger of the two limits would;
 //   - a change of algorithm or key kind, or one the limiters refuse to
-//     make in place (on Redis, a change of window length or refill period),
-//     replaces the limiters: the new ones start in their initial state (on
-//     Redis too: see Redis for the keys), and calls waiting on the old ones
-//     are served by the new;
+//     make in place (on Redis, a sliding window's switch between its
+//     weighted and segmented forms), replaces the limiters: the new ones
+//     start in their initial state (on Redis too: see Redis for the keys),
+//     and calls waiting on the old ones are served by the new;
 //   - a change of Apps or audit fields alone changes only who is allowed;
 //   - a deletion closes the policy's limiters.
 //

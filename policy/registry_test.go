@@ -428,8 +428,10 @@ func TestRegistryInPlace(t *testing.T) {
 	}
 }
 
-// On Redis, a change of window length replaces the limiters, on keys of
-// their own: the new window does not read the old one's state.
+// On Redis, a change of window length is made in place, on the same
+// keys: the new window holds the old one's count. A switch between the
+// weighted and segmented sliding windows replaces the limiters, on keys of
+// their own.
 func TestRegistryRedisLayoutChange(t *testing.T) {
 	ctx := context.Background()
 	_, c := newMiniStore(t)
@@ -440,19 +442,49 @@ func TestRegistryRedisLayoutChange(t *testing.T) {
 	if got := grants(t, r, "p", "u", "web", 5); got != 3 {
 		t.Fatalf("%d grants", got)
 	}
-	p := window("p", 3, "user", "web")
-	p.Config = fixedwindow.Config{Limit: 3, Window: 2 * time.Hour}
+	p := window("p", 5, "user", "web")
+	p.Config = fixedwindow.Config{Limit: 5, Window: 2 * time.Hour}
 	v := update(t, s, p).Version
 	waitFor(t, time.Second, "the update", applied(r, "p", v))
-	if (*r.entries.Load())["p"] == first {
-		t.Error("a change of window length kept the limiters")
+	if (*r.entries.Load())["p"] != first {
+		t.Error("a change of window length replaced the limiters")
 	}
-	if got := grants(t, r, "p", "u", "web", 5); got != 3 {
-		t.Errorf("%d grants in the new window, want 3", got)
+	if got := grants(t, r, "p", "u", "web", 5); got != 2 {
+		t.Errorf("%d grants in the new window, want 2 (3 carried of 5)", got)
 	}
 	keys, _ := c.Keys(ctx, "limitkit:limit:p:*").Result()
+	if want := []string{"limitkit:limit:p:{u}:fw"}; !slices.Equal(keys, want) {
+		t.Errorf("keys %v, want %v", keys, want)
+	}
+
+	p.Config = slidingwindow.Config{Limit: 3, Window: time.Hour}
+	v = update(t, s, p).Version
+	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	weighted := (*r.entries.Load())["p"]
+	if got := grants(t, r, "p", "u", "web", 2); got != 2 {
+		t.Fatalf("%d grants", got)
+	}
+	p.Config = slidingwindow.Config{Limit: 3, Window: 2 * time.Hour}
+	v = update(t, s, p).Version
+	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	if (*r.entries.Load())["p"] != weighted {
+		t.Error("a change of window length replaced the weighted window's limiters")
+	}
+	if got := grants(t, r, "p", "u", "web", 5); got != 1 {
+		t.Errorf("%d grants after the weighted window's length changed, want 1 (2 carried of 3)", got)
+	}
+	p.Config = slidingwindow.Config{Limit: 3, Window: 2 * time.Hour, Segments: 4}
+	v = update(t, s, p).Version
+	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	if (*r.entries.Load())["p"] == weighted {
+		t.Error("a switch to the segmented form kept the limiters")
+	}
+	if got := grants(t, r, "p", "u", "web", 5); got != 3 {
+		t.Errorf("%d grants in the segmented window, want 3 (afresh)", got)
+	}
+	keys, _ = c.Keys(ctx, "limitkit:limit:p:*").Result()
 	slices.Sort(keys)
-	if want := []string{"limitkit:limit:p:w1h0m0s:{u}:fw", "limitkit:limit:p:w2h0m0s:{u}:fw"}; !slices.Equal(keys, want) {
+	if want := []string{"limitkit:limit:p:{u}:fw", "limitkit:limit:p:{u}:sgc", "limitkit:limit:p:{u}:sgc:m", "limitkit:limit:p:{u}:sw"}; !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)
 	}
 }

@@ -56,5 +56,5 @@ while i <= #ARGV do
     end
   end
 end
-for key, w in pairs(written) do write(key, unpack(w, 1, 5)) end
+for key, w in pairs(written) do write(key, unpack(w, 1, 6)) end
 return out

@@ -6,8 +6,17 @@
 -- granted up to and including the entry, modulo 2^53 so that it stays
 -- exact (only differences are read). K[2]: "base start": the running
 -- total before the oldest entry, and (segmented) the start of the newest
--- segment seen; missing: 0 0. The permits in the window are cum(newest) -
--- base. Both keys expire with the newest entry.
+-- segment seen; missing: 0 0; segmented, then the segment length and the
+-- window (us) the entries were recorded under (missing in states written
+-- before they were: the current ones). The permits in the window are
+-- cum(newest) - base. Both keys expire with the newest entry.
+--
+-- Reconfigured, the entries stay: they leave the window at instant + the
+-- new window, which is when the new configuration would drop a grant at
+-- that instant (a sliding log's grants, and a segmented window's when the
+-- segment length is the same). A change of segment length merges what the
+-- old window holds at now into one entry in now's new segment (see
+-- relaid below).
 --
 -- Every call costs O(log entries) commands: the entries that left the
 -- window and a refusal's entry are found by binary search over LINDEX,
@@ -53,12 +62,16 @@ local function log_decide(K, now, p, op, limit, w, seg, arg)
     return lo
   end
 
+  local relaid = false -- segmented, laid out by another segment length
   if n > 0 then
     local m = redis.call('GET', meta)
-    if m then base, start = fields(m) end
+    local ms, mw
+    if m then base, start, ms, mw = fields(m) end
     tn, cn = entry(-1)
-    if entry(0) + w <= now then -- entries left the window: drop them
-      local k = search(1, n, function(i) return entry(i) + w > now end)
+    local dw = w -- the window the entries leave by at now
+    if seg > 0 and ms and mw and ms ~= seg then relaid, dw = true, mw end
+    if entry(0) + dw <= now then -- entries left the window: drop them
+      local k = search(1, n, function(i) return entry(i) + dw > now end)
       if k == n then
         redis.call('DEL', log, meta)
         n, base, start = 0, 0, 0
@@ -69,6 +82,19 @@ local function log_decide(K, now, p, op, limit, w, seg, arg)
         n = n - k
       end
     end
+    if relaid and n > 0 then
+      -- The entries' instants are starts of segments of another length:
+      -- a grant may have been made up to one old segment after its
+      -- entry's instant, so the entries could leave the window of the
+      -- new segments sooner than that grant would. What the old window
+      -- holds at now is held in one entry, in now's new segment (as
+      -- slidingwindow.Model.Holding), O(1) commands.
+      tn = max(floor_start(now, seg), tn)
+      redis.call('DEL', log)
+      redis.call('RPUSH', log, format('%d %d', tn, cn))
+      n, start = 1, tn
+    end
+    dirty = dirty or relaid
   end
   -- Where a grant now is recorded: at now, or at the newest entry's
   -- instant when now is older (the log stays in order, never admitting
@@ -152,7 +178,9 @@ local function log_decide(K, now, p, op, limit, w, seg, arg)
       redis.call('DEL', log, meta)
     else
       local ms = format('%d', expiry_ms(reset))
-      redis.call('SET', meta, format('%d %d', base, start), 'PXAT', ms)
+      local m = format('%d %d', base, start)
+      if seg > 0 then m = format('%d %d %d %d', base, start, seg, w) end
+      redis.call('SET', meta, m, 'PXAT', ms)
       redis.call('PEXPIREAT', log, ms)
     end
   end

@@ -81,26 +81,32 @@ local function expire_in(us, ...)
   end
 end
 
--- The numbers of a string "a b" or "a b c" (a third field is optional).
+-- The numbers of a string of two to four numbers "a b [c [d]]" (the
+-- third and fourth are optional).
 local function fields(s)
   local i = find(s, ' ', 1, true)
   local j = find(s, ' ', i + 1, true)
-  if j then return tonumber(sub(s, 1, i - 1)), tonumber(sub(s, i + 1, j - 1)), tonumber(sub(s, j + 1)) end
-  return tonumber(sub(s, 1, i - 1)), tonumber(sub(s, i + 1))
+  if not j then return tonumber(sub(s, 1, i - 1)), tonumber(sub(s, i + 1)) end
+  local k = find(s, ' ', j + 1, true)
+  if not k then return tonumber(sub(s, 1, i - 1)), tonumber(sub(s, i + 1, j - 1)), tonumber(sub(s, j + 1)) end
+  return tonumber(sub(s, 1, i - 1)), tonumber(sub(s, i + 1, j - 1)), tonumber(sub(s, j + 1, k - 1)), tonumber(sub(s, k + 1))
 end
 
--- A state of two or three numbers, stored as one string "a b [c]", is read
--- with load and written with store. In a batch (see batch.lua) the latest
--- state of each key is kept here, as numbers, and written once at the end:
--- a batch of decisions on one key costs one GET, one parse, one format and
--- one SET. A single decision writes at once.
+-- A state of two to four numbers, stored as one string "a b [c [d]]", is
+-- read with load and written with store. A state whose layout depends on
+-- the configuration (a window's length, a bucket's refill period) records
+-- it as its last number, so that a reconfigured limiter knows what it
+-- reads. In a batch (see batch.lua) the latest state of each key is kept
+-- here, as numbers, and written once at the end: a batch of decisions on
+-- one key costs one GET, one parse, one format and one SET. A single
+-- decision writes at once.
 local batching, written = false, nil -- key -> {expiry ms or false (delete), format, numbers...}
 
 -- The numbers of k's state; nothing when there is none.
 local function load(k)
   local w = batching and written[k]
   if w then
-    if w[1] then return w[3], w[4], w[5] end
+    if w[1] then return w[3], w[4], w[5], w[6] end
     return
   end
   local s = redis.call('GET', k)
@@ -108,9 +114,9 @@ local function load(k)
 end
 
 -- Writes a state: SET with its expiry in one command, or DEL when ms is false.
-local function write(k, ms, fmt, a, b, c)
+local function write(k, ms, fmt, a, b, c, d)
   if ms then
-    redis.call('SET', k, format(fmt, a, b, c), 'PXAT', format('%d', ms))
+    redis.call('SET', k, format(fmt, a, b, c, d), 'PXAT', format('%d', ms))
   else
     redis.call('DEL', k)
   end
@@ -118,11 +124,11 @@ end
 
 -- Stores k's state, the numbers formatted with fmt, which is initial again
 -- us after NOW; it is deleted when us <= 0 (initial already).
-local function store(k, us, fmt, a, b, c)
+local function store(k, us, fmt, a, b, c, d)
   local ms = us > 0 and expiry_ms(us)
-  if not batching then return write(k, ms, fmt, a, b, c) end
+  if not batching then return write(k, ms, fmt, a, b, c, d) end
   local w = written[k]
-  if w then w[1], w[2], w[3], w[4], w[5] = ms, fmt, a, b, c else written[k] = {ms, fmt, a, b, c} end
+  if w then w[1], w[2], w[3], w[4], w[5], w[6] = ms, fmt, a, b, c, d else written[k] = {ms, fmt, a, b, c, d} end
 end
 
 -- The smallest t in [lo, hi] (whole microseconds) at which ok holds, for ok

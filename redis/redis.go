@@ -921,16 +921,24 @@ func (l *Limiter) until(deadline time.Time) time.Duration {
 // shares the keys applies it from its next call once it has reconfigured
 // (a policy store tells them: see package policy), and decides with the
 // old one until then. The state in Redis carries over as the script reads
-// it with the new parameters: a token bucket keeps its tokens (clamped to
-// the new burst at its next refill) and its reservations; a window's count
-// and a log's entries are held against the new limit; a concurrency
-// limit's holders keep their permits. The state is laid out for a window's
-// length and a bucket's refill period, so a fixed or sliding window's
-// Window and Segments, a token bucket's refill mode (Rate or Period) and
-// its Period cannot change: such a cfg, or one of another algorithm, is an
-// error wrapping ratelimit.ErrInvalidConfig that changes nothing (make a
-// limiter under another key instead). The limiters of a Factory share
-// their configuration: reconfiguring one reconfigures all.
+// it with the new parameters, by each algorithm's rule: a token bucket
+// keeps its tokens (clamped to the new burst at its next refill) and its
+// reservations, and after a change of refill mode (Rate or Period) or
+// Period keeps its whole tokens, refills nothing for the time before the
+// change and restarts its refill clock at the change; a fixed window's
+// count is held against the new limit, in now's window of the new length
+// when the Window changed; a weighted sliding window holds, after a change
+// of Window, the old window's estimate at the change (rounded up) as the
+// count of now's new window; a sliding log's and a segmented window's
+// entries leave at their instant plus the new Window (a change of segment
+// length first merges what the old window holds into now's new segment);
+// a concurrency limit's holders keep their permits. No change admits more
+// than the old or the new configuration would. A cfg of another algorithm,
+// or one that switches a sliding window between its weighted and segmented
+// forms (whose states are kept under other keys), is an error wrapping
+// ratelimit.ErrInvalidConfig that changes nothing (make a limiter under
+// another key instead). The limiters of a Factory share their
+// configuration: reconfiguring one reconfigures all.
 func (l *Limiter) Reconfigure(cfg ratelimit.Config) error { return l.shape.reconfigure(cfg) }
 
 // Reconfigure reconfigures every limiter the factory made and makes (see
@@ -943,30 +951,13 @@ func (s *shape) reconfigure(cfg ratelimit.Config) error {
 		return err
 	}
 	old, pm := s.params(), ns.params()
-	if ns.script != s.script || !slices.Equal(ns.suffixes, s.suffixes) || !sameLayout(old.cfg, pm.cfg) {
-		return fmt.Errorf("%w: redis: Reconfigure from %#v to %#v: another algorithm, window length or refill period, for which the state in Redis is not laid out", ratelimit.ErrInvalidConfig, old.cfg, pm.cfg)
+	if ns.script != s.script || !slices.Equal(ns.suffixes, s.suffixes) {
+		return fmt.Errorf("%w: redis: Reconfigure from %#v to %#v: another algorithm, or another form of sliding window, whose state is kept under other keys", ratelimit.ErrInvalidConfig, old.cfg, pm.cfg)
 	}
 	if old.cfg != pm.cfg {
 		s.p.Store(pm)
 	}
 	return nil
-}
-
-// sameLayout reports whether the state a script wrote under config a reads
-// the same under b, of the same algorithm: the same windows, or refill
-// ticks.
-func sameLayout(a, b ratelimit.Config) bool {
-	switch x := a.(type) {
-	case tokenbucket.Config:
-		y := b.(tokenbucket.Config)
-		return x.Period == y.Period
-	case fixedwindow.Config:
-		return x.Window == b.(fixedwindow.Config).Window
-	case slidingwindow.Config:
-		y := b.(slidingwindow.Config)
-		return x.Window == y.Window && x.Segments == y.Segments
-	}
-	return true // a log's entries are instants; holders are holders
 }
 
 // Reset puts the limiter's state in Redis back to its initial state (see

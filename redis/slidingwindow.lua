@@ -4,9 +4,17 @@
 -- log.lua; K[1] and K[2]), whose instants are segment starts (w /
 -- segments is exact: New checks that the window is a multiple): O(log
 -- segments) commands per call, where walking a ring of counts would cost
--- O(segments). Weighted (segments == 0): K[1] is "start total prev".
+-- O(segments). Weighted (segments == 0): K[1] is "start total prev
+-- window" (window, the length in us the state was counted under, is
+-- missing in states written before it was recorded: the current one).
 -- Same decisions as slidingwindow.Model. A grant's instant (the reply's
 -- extra) is one of the segment or window it was counted in.
+--
+-- Reconfigured to another window length, the weighted counter holds the
+-- old window's estimate of the permits in the window at now, rounded up,
+-- as the count of now's window of the new length, the previous one empty
+-- (as slidingwindow.Model.Holding), and stores that state whatever the
+-- decision. The segmented form's layout is in its log (see log.lua).
 
 local function decide(K, ARGV)
   local key = K[1]
@@ -16,8 +24,21 @@ local function decide(K, ARGV)
 
   -- Weighted two-window counter.
   local start, total, prev = 0, 0, 0
-  local a, b, c = load(key)
-  if a then start, total, prev = a, b, c end
+  local a, b, c, sw = load(key)
+  local moved = false -- laid out by another window: the state is stored
+  if a and sw and sw ~= w then
+    -- The old window's estimate at now (an instant older than its
+    -- window's start counts as the start), rounded up: stricter.
+    local e, x = max(now - a, 0), 0
+    if e < sw then
+      x = c * ((sw - e) * 1000) / (sw * 1000) + b
+    elseif e < 2 * sw then
+      x = b * ((2 * sw - e) * 1000) / (sw * 1000)
+    end
+    start, total, moved = floor_start(now, w), ceil(x), true
+  elseif a then
+    start, total, prev = a, b, c
+  end
   if not (now >= start and now - start < w) then
     local ns = floor_start(now, w)
     if ns > start then
@@ -46,15 +67,18 @@ local function decide(K, ARGV)
     return 0
   end
 
+  local function save() store(key, reset_after(), '%d %d %d %d', start, total, prev, w) end
+
   if op == 'u' then -- take back a grant while its window counts
     local fs = floor_start(tonumber(ARGV[7]), w)
     if fs == start and total > 0 then
       total = total - min(p, total)
-      store(key, reset_after(), '%d %d %d', start, total, prev)
+      moved = true
     elseif fs == start - w and prev > 0 then
       prev = prev - min(p, prev)
-      store(key, reset_after(), '%d %d %d', start, total, prev)
+      moved = true
     end
+    if moved then save() end
     return reply(true, remaining(weight(now)), -1, max(reset_after(), 0))
   end
 
@@ -66,7 +90,7 @@ local function decide(K, ARGV)
   if granted then
     if p > 0 then
       total = total + p
-      store(key, reset_after(), '%d %d %d', start, total, prev)
+      moved = true
     end
   else
     -- Where the estimate says, to the microsecond (slidingwindow's guess).
@@ -80,5 +104,6 @@ local function decide(K, ARGV)
       return weight(t) <= limit - want
     end) - now
   end
+  if moved then save() end
   return reply(granted, remaining(weight(now)), retry, max(reset_after(), 0), granted and max(NOW, start) or 0)
 end

@@ -1,6 +1,8 @@
--- Token bucket. K[1]: "tokens last horizon" (last and horizon in us;
--- horizon, the latest due instant given to a reservation, may be missing:
--- 0). ARGV: now, permits, op, rate (tokens/s; 0 for interval refill),
+-- Token bucket. K[1]: "tokens last horizon period" (last and horizon in
+-- us; horizon, the latest due instant given to a reservation, may be
+-- missing: 0; period, the refill period in us the bucket was kept under,
+-- 0 for continuous refill, is missing in states written before it was
+-- recorded: the current one). ARGV: now, permits, op, rate (tokens/s; 0 for interval refill),
 -- burst, period (us), per period, queue limit, queue order (0 OldestFirst,
 -- 1 NewestFirst), then op's argument. op: 'a' acquire; 'w' wait: acquire,
 -- else reserve (argument: the most us the caller can wait, -1 for no
@@ -16,10 +18,18 @@
 -- the horizon is refused behind the queue (a new request never overtakes
 -- waiters), with RetryAfter the instant a reservation made now would be
 -- due.
+--
+-- Reconfigured to another refill mode or period, the bucket keeps its
+-- whole tokens (rounded down), clamped to the new burst, and its horizon;
+-- nothing refills for the time before the change (stricter than refilling
+-- under either configuration), and the refill clock restarts at now
+-- (continuous) or at the start of now's period (interval). That state is
+-- stored whatever the decision, so that the clock restarts once.
 
 -- The decision's figures, set by decide; the helpers below read them
 -- (defined once per script run, not once per decision of a batch).
 local key, now, rate, burst, period, per, tokens, last, horizon
+local saved -- whether the decision stored the bucket
 
 -- time.Duration(us * 1000).Seconds(), from an exact count of us >= 0:
 -- float64(d / 1e9) + float64(d % 1e9) / 1e9 with d in ns.
@@ -93,10 +103,11 @@ end
 -- Stores the bucket x (at l) with the horizon h: it expires once it is
 -- full and no reservation is outstanding.
 local function save(x, l, h)
-  store(key, max(reset_after(x, l), h - now), '%.17g %d %d', x, l, h)
+  store(key, max(reset_after(x, l), h - now), '%.17g %d %d %d', x, l, h, period)
+  saved = true
 end
 
-local function decide(K, ARGV)
+local function decide_bucket(K, ARGV)
   key, now = K[1], NOW
   local p, op = tonumber(ARGV[2]), ARGV[3]
   rate, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -104,8 +115,13 @@ local function decide(K, ARGV)
   local fifo, arg = ARGV[9] == '0', tonumber(ARGV[10])
 
   tokens, last, horizon = burst, 0, 0
-  local a, b, c = load(key)
+  local a, b, c, sp = load(key)
   if a then tokens, last, horizon = a, b, c or 0 end
+  if a and sp and sp ~= period then -- kept under another refill
+    tokens = min(floor(tokens), burst)
+    if period > 0 then last = floor_start(now, period) else last = now end
+    saved = false
+  end
 
   local cur, l = at(now)
 
@@ -168,4 +184,11 @@ local function decide(K, ARGV)
   end
   save(after, l, due)
   return reply(true, 0, due - now, reset_after(after, l), due)
+end
+
+local function decide(K, ARGV)
+  saved = nil
+  local r = decide_bucket(K, ARGV)
+  if saved == false then save(tokens, last, horizon) end
+  return r
 end

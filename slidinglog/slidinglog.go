@@ -16,9 +16,10 @@
 // are found by binary search.
 //
 // Reconfigured while it runs (ratelimit.Reconfigurer), the log's grants
-// are held against the new Limit and Window (on Redis, entry by entry; in
-// memory, as one entry at the change, which leaves no sooner than they
-// would have).
+// are held against the new Limit and Window (on Redis, entry by entry: a
+// grant leaves at its instant plus the new Window, as a grant made under
+// the new config would; in memory, as one entry at the change, which
+// leaves no sooner than they would have).
 package slidinglog
 
 import (

@@ -27,8 +27,15 @@
 //
 // Reconfigured while it runs (ratelimit.Reconfigurer), the permits counted
 // at the change stay counted, against the new Limit, until the segment (or
-// window) in which the change falls leaves the window; in memory Window
-// and Segments may change too, on Redis they cannot.
+// window) in which the change falls leaves the window; Window and Segments
+// may change too. On Redis, a change of the weighted window's length holds
+// the old estimate at the change, rounded up, as the count of the new
+// window in which it falls; the segmented form keeps its segments'
+// entries, which leave at their start plus the new Window, unless the
+// segment length changed: then what the old window holds is counted in the
+// new segment in which the change falls, as in memory. Redis cannot switch
+// between the weighted and segmented forms (Segments 0 and not), whose
+// states are kept under other keys.
 package slidingwindow
 
 import (

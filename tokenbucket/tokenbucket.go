@@ -38,8 +38,12 @@
 // Reconfigured while it runs (ratelimit.Reconfigurer), a bucket keeps the
 // whole tokens it holds, clamped to the new Burst (as x/time/rate's
 // SetBurst), and its debt to queued reservations, which keep their turn;
-// it refills at the new rate from then on. On Redis the refill mode (Rate
-// or Period) and the Period cannot change: the state counts refill ticks.
+// it refills at the new rate from then on. On Redis a change of the refill
+// mode (Rate or Period) or of the Period keeps the whole tokens the bucket
+// held when it last decided, clamped to the new Burst, and its debt, but
+// refills nothing for the time before the change (stricter than either
+// configuration): refill starts again at the change (continuous) or at the
+// start of the Period in which it falls (interval).
 package tokenbucket
 
 import (

@@ -161,3 +161,6 @@ func (l Lease) Releaser() Releaser {
 
 // From reports whether l was made with i.
 func (l Lease) From(i *Info) bool { return l.info == i }
+
+// Info is the Info l was made with; nil for the zero Lease.
+func (l Lease) Info() *Info { return l.info }

@@ -1,0 +1,72 @@
+package otel
+
+import (
+	"context"
+	"io"
+
+	"github.com/limitkit/ratelimit"
+)
+
+// KeyedLimiter is a limiter of many resources, each with its own limit:
+// *partitioned.Limiter[R], and for R string httplimit.Keyed.
+type KeyedLimiter[R any] interface {
+	Acquire(ctx context.Context, resource R, permits int) (ratelimit.Lease, error)
+	Wait(ctx context.Context, resource R, permits int) (ratelimit.Lease, error)
+}
+
+// Keyed is a KeyedLimiter whose decisions are recorded on a Recorder: those
+// of every resource's limiter and the keyed limiter's own (a partitioned
+// limiter's ReasonNoPartition refusals and ErrNoPartition errors), under
+// the Recorder's attributes, never the resource's key. A Keyed[string] is an
+// httplimit.Keyed, for httplimit.Middleware and httplimit.Transport.
+//
+// Concurrency leases are not tracked through Keyed (ratelimit.active_request_leases):
+// wrap the partitions' limiters instead (Recorder.ForKey).
+type Keyed[R any] struct {
+	k KeyedLimiter[R]
+	r *Recorder
+}
+
+// WrapKeyed returns k recording its decisions on r. The Keyed owns k: its
+// Close closes k (when an io.Closer), not r.
+func WrapKeyed[R any](r *Recorder, k KeyedLimiter[R]) *Keyed[R] {
+	return &Keyed[R]{k: k, r: r}
+}
+
+// Acquire is the keyed limiter's Acquire, recorded.
+func (k *Keyed[R]) Acquire(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
+	r := k.r
+	if !r.timed {
+		lease, err := k.k.Acquire(ctx, resource, permits)
+		r.record(lease, err, permits)
+		return lease, err
+	}
+	start := monotonic()
+	lease, err := k.k.Acquire(ctx, resource, permits)
+	r.backendDuration.Record(nonNil(ctx), (monotonic() - start).Seconds(), r.backendOpts[resultIndex(lease, err)]...)
+	r.record(lease, err, permits)
+	return lease, err
+}
+
+// Wait is the keyed limiter's Wait, recorded as Limiter.Wait is.
+func (k *Keyed[R]) Wait(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
+	r := k.r
+	r.queued.Add(1)
+	start := monotonic()
+	lease, err := k.k.Wait(ctx, resource, permits)
+	r.timeInQueue.Record(nonNil(ctx), (monotonic() - start).Seconds(), r.waitOpts[resultIndex(lease, err)]...)
+	r.queued.Add(-1)
+	r.record(lease, err, permits)
+	return lease, err
+}
+
+// Unwrap returns the wrapped keyed limiter.
+func (k *Keyed[R]) Unwrap() KeyedLimiter[R] { return k.k }
+
+// Close closes the keyed limiter when it is an io.Closer.
+func (k *Keyed[R]) Close() error {
+	if c, ok := k.k.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
