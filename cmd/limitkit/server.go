@@ -39,9 +39,11 @@ type options struct {
 }
 
 // server is the limitkit server's handler: the demo page and its API,
-// the management page, the admin API under /api/, and /healthz.
+// the management page, the admin API under /api/, /healthz, and /metrics
+// (the decisions of the stored policies, by policy, result and reason).
 type server struct {
 	reg     *policy.Registry
+	metrics *metrics
 	demo    *demo
 	handler http.Handler
 	log     *slog.Logger
@@ -94,23 +96,29 @@ func newServer(ctx context.Context, opts options) (*server, error) {
 			}
 		}
 	}
-	backend := policy.Memory()
+	backend, backendName := policy.Memory(), "memory"
 	if opts.Redis != nil {
-		backend = policy.Redis(opts.Redis)
+		backend, backendName = policy.Redis(opts.Redis), "redis"
+	}
+	m, err := newMetrics(backendName)
+	if err != nil {
+		return nil, err
 	}
 	reg, err := policy.NewRegistry(ctx, store, policy.Options{
-		Backend: backend,
+		Backend: m.wrap(backend),
 		OnError: func(err error) { opts.Logger.Warn("applying the policies", "err", err) },
 	})
 	if err != nil {
+		m.close()
 		return nil, err
 	}
 	admin, err := policy.NewAdmin(reg, policy.AdminOptions{Token: opts.Token, MaxBodyBytes: maxBodyBytes})
 	if err != nil {
 		reg.Close()
+		m.close()
 		return nil, err
 	}
-	s := &server{reg: reg, log: opts.Logger, redis: opts.Redis != nil}
+	s := &server{reg: reg, metrics: m, log: opts.Logger, redis: opts.Redis != nil}
 	s.demo = newDemo(reg, opts.Redis)
 
 	static, _ := fs.Sub(webFS, "web")
@@ -119,6 +127,7 @@ func newServer(ctx context.Context, opts options) (*server, error) {
 	mux.Handle("GET /admin", serveFile(static, "admin.html"))
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", m.handler)
 	mux.Handle("/api/", http.StripPrefix("/api", admin))
 	mux.HandleFunc("POST /demo/sessions", s.demo.createSession)
 	mux.HandleFunc("GET /demo/policies", s.demo.policies)
@@ -145,7 +154,7 @@ func (s *server) stopStreams() { s.demo.stop() }
 func (s *server) Close() error {
 	s.closeOnce.Do(func() {
 		s.demo.close()
-		s.closeErr = s.reg.Close()
+		s.closeErr = errors.Join(s.reg.Close(), s.metrics.close())
 	})
 	return s.closeErr
 }

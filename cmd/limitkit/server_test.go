@@ -759,3 +759,69 @@ func TestRunRedisUnreachable(t *testing.T) {
 		t.Errorf("run without Redis: %v (context: %v)", err, ctx.Err())
 	}
 }
+
+// metric reads the value of the series of name whose labels include
+// every one of labels from GET /metrics.
+func metric(t *testing.T, base, name string, labels ...string) string {
+	t.Helper()
+	res := do(t, http.MethodGet, base+"/metrics", "")
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", res.Status)
+	}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	var found []string
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if ok {
+			found = append(found, line[strings.LastIndexByte(line, ' ')+1:])
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d series of %s with %v", len(found), name, labels)
+	}
+	return found[0]
+}
+
+// /metrics counts the stored policies' decisions; recording keeps the
+// registry's reset and its change of limit in place (state kept).
+func TestMetrics(t *testing.T) {
+	_, ts := newTestServer(t, options{})
+	id := newSession(t, ts.URL)
+	burst := `{"session":"` + id + `","a":{"policy":"demo","key":"v"},"traffic":{"mode":"burst","n":30}}`
+	runDemo(t, ts.URL, burst)
+	demo := `ratelimit_policy="demo"`
+	if got := metric(t, ts.URL, "ratelimit_requests_total", demo, `ratelimit_result="acquired"`, `ratelimit_algorithm="fixed_window"`, `ratelimit_backend="memory"`); got != "10" {
+		t.Errorf("acquired: %s, want 10", got)
+	}
+	if got := metric(t, ts.URL, "ratelimit_requests_total", demo, `ratelimit_result="refused"`, `ratelimit_reason="limit"`); got != "20" {
+		t.Errorf("refused: %s, want 20", got)
+	}
+
+	// Raised from 10 to 15 in place: the key's count of 10 is kept.
+	auth := []string{"Authorization", "Bearer " + testToken}
+	res := do(t, "PUT", ts.URL+"/api/policies/demo", `{"name":"demo","algorithm":"fixedwindow","fixedwindow":{"limit":15,"window":"1m"},"key":"user","apps":["demo"],"version":1}`, auth...)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("PUT: %s", res.Status)
+	}
+	if rr := runDemo(t, ts.URL, burst); rr.done.Allowed["a"] != 5 {
+		t.Errorf("after raising the limit to 15, the key admitted %d more, want 5 (its count kept)", rr.done.Allowed["a"])
+	}
+	if res := do(t, "POST", ts.URL+"/api/policies/demo/keys/demo:v/reset", "", auth...); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("reset: %s", res.Status)
+	}
+	res = do(t, "GET", ts.URL+"/api/policies/demo/keys/demo:v", "", auth...)
+	if f := decodeBody[policy.Figures](t, res); f.Remaining != 15 || f.Limit != 15 {
+		t.Errorf("after the reset: %+v", f)
+	}
+	if got := metric(t, ts.URL, "ratelimit_requests_total", demo, `ratelimit_result="acquired"`); got != "15" {
+		t.Errorf("acquired: %s, want 15", got)
+	}
+}
