@@ -1,0 +1,70 @@
+'use strict';
+// Helpers shared by the demo and management pages.
+const $ = (sel, root = document) => root.querySelector(sel);
+const $$ = (sel, root = document) => [...root.querySelectorAll(sel)];
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'text') e.textContent = v;
+    else if (k === 'class') e.className = v;
+    else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children) e.append(c);
+  return e;
+}
+
+// The configuration fields of each algorithm, in the policy JSON form.
+const ALGORITHMS = {
+  tokenbucket: {title: 'token bucket', fields: [
+    {key: 'rate', label: 'rate /s', def: '5'}, {key: 'burst', label: 'burst', def: '10'},
+    {key: 'period', label: 'or refill period', def: '', duration: true, hint: 'e.g. 1s'},
+    {key: 'per_period', label: 'tokens per period', def: ''}]},
+  fixedwindow: {title: 'fixed window', fields: [
+    {key: 'limit', label: 'limit', def: '10'}, {key: 'window', label: 'window', def: '1s', duration: true}]},
+  slidingwindow: {title: 'sliding window', fields: [
+    {key: 'limit', label: 'limit', def: '10'}, {key: 'window', label: 'window', def: '1s', duration: true},
+    {key: 'segments', label: 'segments (0: weighted)', def: '0'}]},
+  slidinglog: {title: 'sliding log', fields: [
+    {key: 'limit', label: 'limit', def: '10'}, {key: 'window', label: 'window', def: '1s', duration: true}]},
+  concurrency: {title: 'concurrency', fields: [{key: 'limit', label: 'limit', def: '5'}]},
+};
+
+// fieldValue turns an input's text into its JSON value: numbers for numeric
+// fields (text that is not a number is sent as it is, for the server to
+// refuse by name), strings for durations, undefined when empty.
+function fieldValue(f, text) {
+  text = text.trim();
+  if (text === '') return undefined;
+  if (f.duration) return text;
+  return /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(text) ? Number(text) : text;
+}
+
+// showErrors clears the error spans under root, then writes err (the
+// {"error", "field"} JSON of the server) beside its field, or in fallback.
+function clearErrors(root) {
+  for (const s of $$('.err', root)) s.textContent = '';
+  for (const i of $$('[aria-invalid]', root)) i.removeAttribute('aria-invalid');
+}
+function showError(root, err, fallback) {
+  // "apps[2]" is shown beside "apps", "a.tokenbucket.queue.limit" beside
+  // the nearest field the form has.
+  let field = err.field || '';
+  let span = null;
+  while (field && !(span = $(`[data-err-for="${CSS.escape(field)}"]`, root))) {
+    const up = field.replace(/\[\d+\]$/, '').replace(/\.[^.]*$/, '');
+    if (up === field) break;
+    field = field.endsWith(']') ? field.replace(/\[\d+\]$/, '') : up;
+  }
+  if (span) {
+    span.textContent = err.error;
+    const input = $(`[data-field="${CSS.escape(field)}"]`, root);
+    if (input) { input.setAttribute('aria-invalid', 'true'); input.focus(); }
+  } else {
+    fallback.textContent = err.error || String(err);
+  }
+}
+
+async function readError(res) {
+  try { return await res.json(); } catch { return {error: `${res.status} ${res.statusText}`}; }
+}
