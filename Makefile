@@ -2,20 +2,21 @@
 # the algorithm comparison.
 GO ?= go
 
-.PHONY: test test-redis test-others test-bench test-grpc test-otel bench gobench lint cover
+.PHONY: test test-redis test-others test-bench test-grpc test-otel test-server serve bench gobench lint cover
 
 # The suites run side by side, each printing a line per package as the
 # package finishes: the redis package (the longest, waiting on servers more
 # than on the processors), the library's other packages, and the bench
-# module, then the grpclimit and otel modules. make -k lets every suite
+# module, then the grpclimit, otel and server (cmd/limitkit) modules. make -k lets every suite
 # finish and fails if any failed.
 test:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd grpclimit && $(GO) vet ./...
 	cd otel && $(GO) vet ./...
+	cd cmd/limitkit && $(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	@$(MAKE) --no-print-directory -k -j3 test-redis test-others test-bench test-grpc test-otel
+	@$(MAKE) --no-print-directory -k -j3 test-redis test-others test-bench test-grpc test-otel test-server
 
 test-redis:
 	$(GO) test -race -count=1 ./redis/
@@ -31,6 +32,13 @@ test-grpc:
 
 test-otel:
 	cd otel && $(GO) test -race -count=1 ./...
+
+test-server:
+	cd cmd/limitkit && $(GO) test -race -count=1 ./...
+
+# The limitkit server: the demo at http://127.0.0.1:8080/, management at /admin.
+serve:
+	cd cmd/limitkit && $(GO) run . $(ARGS)
 
 # The algorithm comparison: a markdown report on stdout, bench/report.html.
 bench:
@@ -51,6 +59,8 @@ lint:
 	cd grpclimit && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd otel && $(GO) vet ./...
 	cd otel && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	cd cmd/limitkit && $(GO) vet ./...
+	cd cmd/limitkit && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 cover:
 	$(GO) test -race -coverprofile=cover.out ./...

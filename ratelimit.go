@@ -39,8 +39,8 @@ type Limiter interface {
 // window, nothing held, nobody waiting, no call in flight) and d, how long
 // it has been so, as far as the limiter knows (at least how long it has
 // been unused). Every limiter of this module implements it (memory, redis,
-// Chain, FromRate, partitioned's For, NoLimit and Shared); partitioned
-// evicts only Idlers.
+// Chain, FromRate, partitioned's For, NoLimit and Shared, shadow's);
+// partitioned evicts only Idlers.
 type Idler interface {
 	IdleFor() (d time.Duration, ok bool)
 }

@@ -115,7 +115,7 @@ type Limiter[R any] struct {
 	timer  ratelimit.Timer
 	closed atomic.Bool
 
-	reconfMu sync.Mutex                        // one Reconfigure at a time
+	reconfMu sync.Mutex                       // one Reconfigure at a time
 	reconf   atomic.Pointer[ratelimit.Config] // the last Reconfigure's config; nil before
 }
 
