@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/base"
+	"github.com/limitkit/ratelimit/internal/check"
 )
 
 // ErrRateLimited is matched (errors.Is) by the errors the client
@@ -104,13 +106,13 @@ func (c *Client) admit(ctx context.Context, key string) (ratelimit.Lease, error)
 			if c.FailFast || (has && deadline.Sub(c.now()) < wait) {
 				return ratelimit.Lease{}, &RateLimitedError{Key: key, Reason: ratelimit.ReasonLimit, retryAfter: wait}
 			}
-			if err := sleep(ctx, c.Clock, wait); err != nil {
+			if err := base.Sleep(ctx, c.Clock, wait); err != nil {
 				return ratelimit.Lease{}, status.FromContextError(err).Err()
 			}
 		}
 		c.pauses.CompareAndDelete(key, until)
 	}
-	if isNil(c.Limiter) {
+	if check.IsNil(c.Limiter) {
 		return ratelimit.Lease{}, nil
 	}
 	var lease ratelimit.Lease
@@ -130,24 +132,6 @@ func (c *Client) admit(ctx context.Context, key string) (ratelimit.Lease, error)
 		return lease, &RateLimitedError{Key: key, Reason: lease.Reason(), retryAfter: retryOf(lease)}
 	}
 	return lease, nil
-}
-
-// sleep waits d on clock (the system's when nil), or until ctx is done.
-func sleep(ctx context.Context, clock ratelimit.Clock, d time.Duration) error {
-	done := make(chan struct{})
-	if clock == nil {
-		t := time.AfterFunc(d, func() { close(done) })
-		defer t.Stop()
-	} else {
-		t := clock.AfterFunc(d, func() { close(done) })
-		defer t.Stop()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // learn pauses key when err is a ResourceExhausted refusal that says for
@@ -173,13 +157,13 @@ func (c *Client) learn(key string, err error, md metadata.MD) {
 		}
 	}
 	if d = min(d, maxPause); d > 0 {
-		c.pauses.Store(key, c.now().Add(d))
+		base.Pause(&c.pauses, key, c.now().Add(d))
 	}
 }
 
-// maxPause bounds a learnt pause: 100 years, the longest window a
-// limitkit limiter accepts.
-const maxPause = 100 * 365 * 24 * time.Hour
+// maxPause bounds a learnt pause: the longest window a limitkit limiter
+// accepts.
+const maxPause = check.MaxDuration
 
 // UnaryClientInterceptor throttles unary calls, and learns from their
 // refusals.

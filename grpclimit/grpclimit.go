@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -102,7 +101,7 @@ type server struct {
 }
 
 func newServer(l Keyed, o ServerOptions) (*server, error) {
-	if isNil(l) {
+	if check.IsNil(l) {
 		return nil, fmt.Errorf("%w: grpclimit: the server interceptor needs a limiter, got nil", ratelimit.ErrInvalidConfig)
 	}
 	if o.MaxWait < 0 {
@@ -112,19 +111,6 @@ func newServer(l Keyed, o ServerOptions) (*server, error) {
 		o.Key = PeerIP()
 	}
 	return &server{l: l, o: o}, nil
-}
-
-// isNil reports whether l is nil, or a nil pointer, func, map or slice in
-// an interface (a nil *partitioned.Limiter, a nil KeyedFunc).
-func isNil(l any) bool {
-	if l == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(l); v.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Interface, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
 }
 
 // acquire decides a call; the lease is granted, or err is the call's

@@ -203,14 +203,14 @@ func (t *Transport) learn(key string, resp *http.Response) {
 		}
 	}
 	if until.After(now) {
-		t.pauses.Store(key, until)
+		base.Pause(&t.pauses, key, until)
 	}
 }
 
 // maxPause bounds a pause learnt from an upstream, so that adding it to
-// the present does not overflow: 100 years, the longest window a limiter
-// of this module accepts.
-const maxPause = 100 * 365 * 24 * time.Hour
+// the present does not overflow: the longest window a limiter of this
+// module accepts.
+const maxPause = check.MaxDuration
 
 // seconds converts delay-seconds to a Duration, saturating at maxPause.
 func seconds(s int64) time.Duration {

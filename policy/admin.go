@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/limitkit/ratelimit"
@@ -124,7 +125,7 @@ func (a *admin) auth(write bool, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		const prefix = "Bearer "
 		hdr := r.Header.Get("Authorization")
-		if len(hdr) < len(prefix) || !equalFold(hdr[:len(prefix)], prefix) {
+		if len(hdr) < len(prefix) || !strings.EqualFold(hdr[:len(prefix)], prefix) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="limitkit"`)
 			fail(w, http.StatusUnauthorized, "missing bearer token", "", "")
 			return
@@ -147,25 +148,6 @@ func (a *admin) auth(write bool, h http.HandlerFunc) http.HandlerFunc {
 		defer cancel()
 		h(w, r.WithContext(ctx))
 	}
-}
-
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range len(a) {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // fail writes err as its status and JSON body.

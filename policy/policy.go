@@ -581,7 +581,7 @@ func Decode(r io.Reader) (Policy, error) {
 	if err := dec.Decode(&j); err != nil {
 		return Policy{}, decodeErr(err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return Policy{}, fmt.Errorf("%w: trailing data after the policy", ErrInvalidPolicy)
 	}
 	return fromJSON(j)

@@ -95,6 +95,8 @@ var badPolicies = []struct {
 	{"negative version", `{"name":"a","algorithm":"concurrency","concurrency":{"limit":1},"key":"ip","apps":["web"],"version":-2}`, "version"},
 	{"string version", `{"name":"a","algorithm":"concurrency","concurrency":{"limit":1},"key":"ip","apps":["web"],"version":"2"}`, "version"},
 	{"trailing", `{"name":"a","algorithm":"concurrency","concurrency":{"limit":1},"key":"ip","apps":["web"]} {}`, ""},
+	{"trailing brace", `{"name":"a","algorithm":"concurrency","concurrency":{"limit":1},"key":"ip","apps":["web"]}}`, ""},
+	{"trailing bracket", `{"name":"a","algorithm":"concurrency","concurrency":{"limit":1},"key":"ip","apps":["web"]} ]`, ""},
 	{"array", `[]`, "(document)"},
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -62,5 +63,21 @@ func Sleep[T interface{ Stop() bool }](ctx context.Context, clock interface {
 	case <-ctx.Done():
 		stop()
 		return ctx.Err()
+	}
+}
+
+// Pause stores until, the end of a pause learnt from an upstream, under key
+// in pauses (a map of string to time.Time), unless a later end is there
+// already: a short pause learnt from one response never cuts a longer one
+// learnt from another.
+func Pause(pauses *sync.Map, key string, until time.Time) {
+	for {
+		old, loaded := pauses.LoadOrStore(key, until)
+		if !loaded || !until.After(old.(time.Time)) {
+			return
+		}
+		if pauses.CompareAndSwap(key, old, until) {
+			return
+		}
 	}
 }
