@@ -4,32 +4,13 @@ import (
 	"context"
 	"net/url"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-)
 
-// browser is the Chromium to render the report in: RATELIMIT_BROWSER, or
-// one on PATH. Without one the test skips, unless CI=true or
-// RATELIMIT_REQUIRE_BROWSER=1, which make it fail (CI installs Chromium).
-func browser(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("RATELIMIT_BROWSER"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" || os.Getenv("RATELIMIT_REQUIRE_BROWSER") == "1" {
-		t.Fatal("no Chromium on PATH, and the browser test is required here (CI=true or RATELIMIT_REQUIRE_BROWSER=1): apt-get install chromium, or set RATELIMIT_BROWSER")
-	}
-	t.Skip("skipping the report's browser test: no Chromium on PATH (apt-get install chromium, or set RATELIMIT_BROWSER); RATELIMIT_REQUIRE_BROWSER=1 makes this a failure")
-	return ""
-}
+	"github.com/limitkit/ratelimit/internal/browsertest"
+)
 
 // page is what the browser measured of the rendered report.
 type page struct {
@@ -65,7 +46,7 @@ const measurePage = `(() => {
 // is there with its data drawn, that an algorithm has one colour in every
 // chart and no two share one, and that nothing scrolls sideways.
 func TestReportInBrowser(t *testing.T) {
-	bin := browser(t)
+	bin := browsertest.Chromium(t, "the report's browser test")
 	res, out, _ := generate(t)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.WindowSize(700, 900))

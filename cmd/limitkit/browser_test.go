@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,27 +16,9 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-)
 
-// browser is the Chromium to drive: RATELIMIT_BROWSER, or one on PATH.
-// Without one the test skips, unless CI=true or RATELIMIT_REQUIRE_BROWSER=1,
-// which make it fail (CI installs Chromium).
-func browser(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("RATELIMIT_BROWSER"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" || os.Getenv("RATELIMIT_REQUIRE_BROWSER") == "1" {
-		t.Fatal("no Chromium on PATH, and the browser test is required here (CI=true or RATELIMIT_REQUIRE_BROWSER=1): apt-get install chromium, or set RATELIMIT_BROWSER")
-	}
-	t.Skip("skipping the server's browser test: no Chromium on PATH (apt-get install chromium, or set RATELIMIT_BROWSER); RATELIMIT_REQUIRE_BROWSER=1 makes this a failure")
-	return ""
-}
+	"github.com/limitkit/ratelimit/internal/browsertest"
+)
 
 // console collects what the pages report as errors: uncaught exceptions,
 // console.error calls, and log entries (a CSP violation, a failed load).
@@ -92,7 +73,7 @@ func (c *console) listen(ev any) {
 // No JavaScript error is allowed on either page. Screenshots of both
 // pages are left in the test's temporary directory.
 func TestBrowser(t *testing.T) {
-	bin := browser(t)
+	bin := browsertest.Chromium(t, "the server's browser test")
 
 	// The server, in this process, as the command runs it.
 	sctx, stop := context.WithCancel(context.Background())
