@@ -166,9 +166,9 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/login", 429, `"login";q=1;w=60`, `"login";r=0;t=60`}, // the global limit is not spent
 		{"GET", "/login", 200, `"global";q=3;w=3600`, `"global";r=1;t=3600`},
 		{"GET", "/api/items", 200, `"api";q=10;w=10, "global";q=3;w=3600`, `"api";r=9;t=1, "global";r=0;t=3600`},
-		{"GET", "/api/items", 429, `"api";q=10;w=10, "global";q=3;w=3600`, `"api";r=8;t=1, "global";r=0;t=3600`},
-		// The global refusal gave the route's token back: r=8 again, not 7.
-		{"GET", "/api/items", 429, `"api";q=10;w=10, "global";q=3;w=3600`, `"api";r=8;t=1, "global";r=0;t=3600`},
+		// The global refusal gives the route's token back: r=9 after each, not 8 then 7.
+		{"GET", "/api/items", 429, `"api";q=10;w=10, "global";q=3;w=3600`, `"api";r=9;t=1, "global";r=0;t=3600`},
+		{"GET", "/api/items", 429, `"api";q=10;w=10, "global";q=3;w=3600`, `"api";r=9;t=1, "global";r=0;t=3600`},
 	} {
 		r := newRequest(c.method, c.path)
 		w := serveRequest(h, r)

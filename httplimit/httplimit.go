@@ -455,11 +455,19 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // refund gives back the grants of ds, of a request a later policy
 // refused: to a KeyedRefunder's limiter (its error is dropped: the grant is
 // then kept, as a limiter without Refund keeps it); the deferred Release
-// gives a concurrency lease back in any case.
+// gives a concurrency lease back in any case. A refunded policy's lease
+// is replaced by a status check's (permits 0, which takes nothing), so its
+// RateLimit member tells what is left after the refund.
 func refund(ctx context.Context, ds []decided) {
-	for _, d := range ds {
-		if r, ok := d.p.l.(KeyedRefunder); ok && d.lease.Acquired() {
-			r.Refund(context.WithoutCancel(ctx), d.key, d.lease, 1)
+	ctx = context.WithoutCancel(ctx)
+	for i, d := range ds {
+		r, ok := d.p.l.(KeyedRefunder)
+		if !ok || !d.lease.Acquired() || r.Refund(ctx, d.key, d.lease, 1) != nil {
+			continue
+		}
+		d.lease.Release() // a concurrency grant: already given back; once only
+		if now, err := d.p.l.Acquire(ctx, d.key, 0); err == nil {
+			ds[i].lease = now
 		}
 	}
 }
