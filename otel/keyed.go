@@ -60,6 +60,21 @@ func (k *Keyed[R]) Wait(ctx context.Context, resource R, permits int) (ratelimit
 	return lease, err
 }
 
+// Refund gives a grant of resource back to the keyed limiter when it can
+// take it back (a partitioned limiter does: see its Refund), and releases
+// the lease otherwise; it is not recorded. So a Keyed[string] over a
+// partitioned limiter is an httplimit.KeyedRefunder, and a request that a
+// later policy refuses spends nothing of it.
+func (k *Keyed[R]) Refund(ctx context.Context, resource R, lease ratelimit.Lease, permits int) error {
+	if rf, ok := k.k.(interface {
+		Refund(ctx context.Context, resource R, lease ratelimit.Lease, permits int) error
+	}); ok {
+		return rf.Refund(ctx, resource, lease, permits)
+	}
+	lease.Release()
+	return nil
+}
+
 // Unwrap returns the wrapped keyed limiter.
 func (k *Keyed[R]) Unwrap() KeyedLimiter[R] { return k.k }
 
