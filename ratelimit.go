@@ -50,8 +50,7 @@ type Idler interface {
 // Reconfigure validates cfg, which must be of the algorithm the limiter
 // runs (the same Config type, value or pointer), and applies it from the
 // next decision; an invalid cfg, or one of another algorithm (or one its
-// backend documents it cannot apply: on Redis, a sliding window's switch
-// between its weighted and segmented forms), is an error wrapping
+// backend documents it cannot apply), is an error wrapping
 // ErrInvalidConfig and changes nothing. The state carries over by
 // the rule each algorithm package documents (a token bucket keeps its
 // tokens, clamped to the new burst; windows keep their counts, held

@@ -41,9 +41,9 @@ func Memory(opts ...memory.Option) Backend {
 // global policy's key is "global"). They stay the same across a change of
 // configuration, which Redis applies in place, carrying the state over
 // (see redis.Limiter.Reconfigure), also of a window's length or a bucket's
-// refill; the algorithms, and the weighted and segmented sliding windows,
-// have suffixes of their own, so a change between them starts on other
-// keys, and the old ones expire. A policy deleted and created again finds
+// refill, or of a sliding window's form (weighted or segmented: both forms
+// use the same keys); the algorithms have suffixes of their own, so a
+// change between them starts on other keys, and the old ones expire. A policy deleted and created again finds
 // the state its keys still hold. opts are passed to redis.NewFactory; a
 // redis.WithPrefix among them is overridden.
 func Redis(client goredis.UniversalClient, opts ...redis.Option) Backend {
@@ -77,14 +77,14 @@ type Options struct {
 //   - a change of configuration of the same algorithm and key is applied in
 //     place (ratelimit.Reconfigurer): the live limiters keep their state by
 //     the algorithm's rule (a token bucket keeps its tokens, clamped to the
-//     new burst; windows keep their counts, held against the new limit;
-//     concurrency holders keep their permits), so during a change no key
-//     admits more than the larger of the two limits would;
+//     new burst; windows keep their counts, held against the new limit,
+//     also across a sliding window's switch between its weighted and
+//     segmented forms; concurrency holders keep their permits), so during
+//     a change no key admits more than the larger of the two limits would;
 //   - a change of algorithm or key kind, or one the limiters refuse to
-//     make in place (on Redis, a sliding window's switch between its
-//     weighted and segmented forms), replaces the limiters: the new ones
-//     start in their initial state (on Redis too: see Redis for the keys),
-//     and calls waiting on the old ones are served by the new;
+//     make in place, replaces the limiters: the new ones start in their
+//     initial state (on Redis too: see Redis for the keys), and calls
+//     waiting on the old ones are served by the new;
 //   - a change of Apps or audit fields alone changes only who is allowed;
 //   - a deletion closes the policy's limiters.
 //

@@ -429,9 +429,9 @@ func TestRegistryInPlace(t *testing.T) {
 }
 
 // On Redis, a change of window length is made in place, on the same
-// keys: the new window holds the old one's count. A switch between the
-// weighted and segmented sliding windows replaces the limiters, on keys of
-// their own.
+// keys: the new window holds the old one's count. So is a switch between
+// the weighted and segmented sliding windows: the new form holds the old
+// one's count, and the old form's keys are deleted.
 func TestRegistryRedisLayoutChange(t *testing.T) {
 	ctx := context.Background()
 	_, c := newMiniStore(t)
@@ -476,15 +476,30 @@ func TestRegistryRedisLayoutChange(t *testing.T) {
 	p.Config = slidingwindow.Config{Limit: 3, Window: 2 * time.Hour, Segments: 4}
 	v = update(t, s, p).Version
 	waitFor(t, time.Second, "the update", applied(r, "p", v))
-	if (*r.entries.Load())["p"] == weighted {
-		t.Error("a switch to the segmented form kept the limiters")
+	if (*r.entries.Load())["p"] != weighted {
+		t.Error("a switch to the segmented form replaced the limiters")
 	}
-	if got := grants(t, r, "p", "u", "web", 5); got != 3 {
-		t.Errorf("%d grants in the segmented window, want 3 (afresh)", got)
+	if got := grants(t, r, "p", "u", "web", 5); got != 0 {
+		t.Errorf("%d grants in the segmented window, want 0 (3 carried of 3)", got)
 	}
 	keys, _ = c.Keys(ctx, "limitkit:limit:p:*").Result()
 	slices.Sort(keys)
-	if want := []string{"limitkit:limit:p:{u}:fw", "limitkit:limit:p:{u}:sgc", "limitkit:limit:p:{u}:sgc:m", "limitkit:limit:p:{u}:sw"}; !slices.Equal(keys, want) {
+	if want := []string{"limitkit:limit:p:{u}:fw", "limitkit:limit:p:{u}:sgc", "limitkit:limit:p:{u}:sgc:m"}; !slices.Equal(keys, want) {
+		t.Errorf("keys %v, want %v", keys, want)
+	}
+	// And back: the log's count is held once, its keys deleted.
+	p.Config = slidingwindow.Config{Limit: 4, Window: 2 * time.Hour}
+	v = update(t, s, p).Version
+	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	if (*r.entries.Load())["p"] != weighted {
+		t.Error("a switch to the weighted form replaced the limiters")
+	}
+	if got := grants(t, r, "p", "u", "web", 5); got != 1 {
+		t.Errorf("%d grants in the weighted window, want 1 (3 carried of 4)", got)
+	}
+	keys, _ = c.Keys(ctx, "limitkit:limit:p:*").Result()
+	slices.Sort(keys)
+	if want := []string{"limitkit:limit:p:{u}:fw", "limitkit:limit:p:{u}:sw"}; !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)
 	}
 }

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,7 +146,8 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 		slidingwindow.Config{Limit: 100, Window: time.Minute, Segments: 10}, slidingwindow.Config{Limit: 100, Window: time.Minute},
 		slidinglog.Config{Limit: 100, Window: time.Minute}, concurrency.Config{Limit: 1000},
 	} {
-		l := mustNew(t, c, "rt", cfg)
+		// A key of its own: a sliding window's two forms share their state.
+		l := mustNew(t, c, fmt.Sprintf("rt-%d", keySeq.Add(1)), cfg)
 		l.Acquire(bg, 1) // loads the script: EVALSHA, then EVAL
 		before := n.n.Load()
 		for i := 0; i < 50; i++ {

@@ -29,6 +29,38 @@
 -- it does nothing (the grant's permits come back with time).
 local MAX_REWRITE = 128
 
+-- The permits a segmented log (keys log, meta) holds at now: those of its
+-- entries that have not left the window it was recorded under (meta's, or
+-- w when missing), as slidingwindow.Model.Used, and its entries. O(log
+-- entries) commands.
+local function log_held(log, meta, now, w)
+  local n = redis.call('LLEN', log)
+  if n == 0 then return 0, 0 end
+  local base, mw = 0, nil
+  local m = redis.call('GET', meta)
+  if m then
+    local _
+    base, _, _, mw = fields(m)
+  end
+  local dw = mw or w
+  local function entry(i) return fields(redis.call('LINDEX', log, i)) end
+  local lo, hi = 0, n -- the oldest entry still in the window
+  while lo < hi do
+    local i = floor((lo + hi) / 2)
+    if entry(i) + dw > now then hi = i else lo = i + 1 end
+  end
+  if lo == n then return 0, n end
+  local before = base
+  if lo > 0 then
+    local _, c = entry(lo - 1)
+    before = c
+  end
+  local _, cn = entry(-1)
+  local d = cn - before
+  if d <= 0 then d = d + FAR_US end -- modulo 2^53; the newest holds at least one
+  return d, n
+end
+
 -- Decides permits p at now on a log whose entries leave the window w
 -- (us) after their instant; seg > 0: instants are starts of segments of
 -- length seg. op 'a' acquires; 'u' takes back p permits granted at the
@@ -63,7 +95,22 @@ local function log_decide(K, now, p, op, limit, w, seg, arg)
   end
 
   local relaid = false -- segmented, laid out by another segment length
-  if n > 0 then
+  if n == 0 and K[3] then
+    -- Switched from the weighted form (K[3], see slidingwindow.lua): its
+    -- estimate at now, rounded up, is held in one entry in now's segment
+    -- (as slidingwindow.Model.Holding), and its state is deleted.
+    local a, b, c, sw = load(K[3])
+    if a then
+      local x = weighted_used(a, b, c, sw or w, now)
+      store(K[3], 0, '%d')
+      if x > 0 then
+        tn, cn = floor_start(now, seg), plus(0, x)
+        redis.call('RPUSH', log, format('%d %d', tn, cn))
+        n, start, dirty = 1, tn, true
+      end
+    end
+  end
+  if n > 0 and not dirty then
     local m = redis.call('GET', meta)
     local ms, mw
     if m then base, start, ms, mw = fields(m) end

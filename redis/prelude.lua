@@ -42,6 +42,21 @@ end
 -- The start of the period of length p that holds t.
 local function floor_start(t, p) return t - mod(t, p) end
 
+-- A weighted sliding window's estimate at now of the permits in the window
+-- of length sw ending at now, rounded up, from its state "start total prev"
+-- (see slidingwindow.lua; an instant older than the window's start counts
+-- as the start): what slidingwindow.Model.Used says, which a reconfigured
+-- window carries over.
+local function weighted_used(start, total, prev, sw, now)
+  local e, x = max(now - start, 0), 0
+  if e < sw then
+    x = prev * ((sw - e) * 1000) / (sw * 1000) + total
+  elseif e < 2 * sw then
+    x = total * ((2 * sw - e) * 1000) / (sw * 1000)
+  end
+  return ceil(x)
+end
+
 -- floor(a / b) for integers 0 <= a <= 2^53, 0 < b <= 2^53.
 local function floor_div(a, b)
   local q = floor(a / b)

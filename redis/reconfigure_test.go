@@ -13,6 +13,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/redis"
 	"github.com/limitkit/ratelimit/slidinglog"
@@ -88,10 +89,9 @@ func reconfigureOn(t *testing.T, c goredis.UniversalClient) {
 			t.Fatalf("a new limiter: %v, want 2 of 2", g)
 		}
 	})
-	t.Run("another algorithm or form of sliding window is refused and changes nothing", func(t *testing.T) {
+	t.Run("another algorithm is refused and changes nothing", func(t *testing.T) {
 		l := mustNew(t, c, key("rc-bad"), slidingwindow.Config{Limit: 3, Window: time.Second, Segments: 4})
 		for _, cfg := range []ratelimit.Config{
-			slidingwindow.Config{Limit: 3, Window: time.Second},
 			slidingwindow.Config{Limit: 0, Window: time.Second, Segments: 4},
 			fixedwindow.Config{Limit: 3, Window: time.Second},
 			nil,
@@ -103,12 +103,9 @@ func reconfigureOn(t *testing.T, c goredis.UniversalClient) {
 		if g := acquire(l, 3); !g.Acquired() || g.Limit() != 3 {
 			t.Fatalf("after refused changes: %v, want 3 of 3", g)
 		}
-		w := mustNew(t, c, key("rc-bad-w"), slidingwindow.Config{Limit: 3, Window: time.Second})
-		if err := w.Reconfigure(slidingwindow.Config{Limit: 3, Window: time.Second, Segments: 2}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
-			t.Errorf("weighted to segmented: %v", err)
-		}
 	})
 	reconfigureLayouts(t, c)
+	reconfigureForms(t, c)
 	t.Run("reset", func(t *testing.T) {
 		clock := ratelimittest.NewClock()
 		l := mustNew(t, c, key("rc-reset"), tokenbucket.Config{Rate: 1e-6, Burst: 4}, redis.WithClock(clock))
@@ -553,6 +550,85 @@ func reconfigureBounds(t *testing.T, c goredis.UniversalClient) {
 				tc.check(t, grants, change)
 				if t.Failed() {
 					t.Fatalf("seed %d", seed)
+				}
+			}
+		})
+	}
+}
+
+// reconfigureForms checks, on client c, that a sliding window switched
+// between its weighted and segmented forms carries its count over as
+// memory's does: a memory limiter given the same requests and changes at
+// the same instants decides the same, and a switch back and forth counts
+// nothing twice (the old form's keys are deleted).
+func reconfigureForms(t *testing.T, c goredis.UniversalClient) {
+	weighted := slidingwindow.Config{Limit: 10, Window: 10 * time.Second}
+	segmented := slidingwindow.Config{Limit: 8, Window: 4 * time.Second, Segments: 4}
+	long := slidingwindow.Config{Limit: 12, Window: 12 * time.Second, Segments: 3}
+	for _, tc := range []struct {
+		name string
+		cfgs []ratelimit.Config
+	}{
+		{"weighted to segmented", []ratelimit.Config{weighted, segmented}},
+		{"segmented to weighted", []ratelimit.Config{segmented, weighted}},
+		{"back and forth", []ratelimit.Config{weighted, segmented, weighted, long, weighted, segmented}},
+	} {
+		t.Run("forms: "+tc.name, func(t *testing.T) {
+			for seed := int64(1); seed <= 4; seed++ {
+				rng := rand.New(rand.NewSource(seed))
+				clock := alignedClock()
+				clock.Advance(time.Duration(rng.Int63n(int64(time.Second))).Truncate(time.Millisecond))
+				k := fmt.Sprintf("rf-%d", keySeq.Add(1))
+				rl := mustNew(t, c, k, tc.cfgs[0], redis.WithClock(clock), redis.WithoutRefusalCache())
+				ml, err := memory.New(tc.cfgs[0], memory.WithClock(clock))
+				if err != nil {
+					t.Fatal(err)
+				}
+				const per = 30 // requests per configuration
+				carried := 0   // switches made with permits held
+				for i := 0; i < per*len(tc.cfgs); i++ {
+					if i > 0 && i%per == 0 {
+						cfg := tc.cfgs[i/per]
+						if err := rl.Reconfigure(cfg); err != nil {
+							t.Fatalf("seed %d: redis Reconfigure(%#v): %v", seed, cfg, err)
+						}
+						if err := ml.Reconfigure(cfg); err != nil {
+							t.Fatalf("seed %d: memory Reconfigure(%#v): %v", seed, cfg, err)
+						}
+						if g, err := ml.Acquire(bg, 0); err != nil {
+							t.Fatal(err)
+						} else if g.Remaining() < int64(cfg.(slidingwindow.Config).Limit) {
+							carried++
+						}
+						// The old form's keys are gone once the new one decided.
+						if _, err := rl.Acquire(bg, 0); err != nil {
+							t.Fatal(err)
+						}
+						gone := []string{":sgc", ":sgc:m"}
+						if cfg.(slidingwindow.Config).Segments > 0 {
+							gone = []string{":sw"}
+						}
+						for _, g := range gone {
+							if n, err := c.Exists(bg, "ratelimit:{"+k+"}"+g).Result(); err != nil || n != 0 {
+								t.Fatalf("seed %d step %d: key %s after the switch to %#v: %d %v", seed, i, g, cfg, n, err)
+							}
+						}
+					}
+					p := rng.Intn(4)
+					m, err1 := ml.Acquire(bg, p)
+					r, err2 := rl.Acquire(bg, p)
+					if err1 != nil || err2 != nil {
+						t.Fatalf("seed %d step %d: errors %v, %v", seed, i, err1, err2)
+					}
+					if m.Acquired() != r.Acquired() || m.Remaining() != r.Remaining() {
+						t.Fatalf("seed %d step %d at +%v (%d permits):\nmemory %v\nredis  %v", seed, i, clock.Now().Sub(alignedClock().Now()), p, m, r)
+					}
+					clock.Advance(time.Duration(rng.Int63n(int64(700 * time.Millisecond))).Truncate(time.Millisecond))
+				}
+				ml.Close()
+				rl.Close()
+				if carried == 0 {
+					t.Fatalf("seed %d: no switch carried a count", seed)
 				}
 			}
 		})

@@ -15,8 +15,8 @@
 //
 // Keys are prefix + "{" + key + "}" + suffix, the suffix naming the
 // algorithm (":tb", ":fw", ":sgc", ":sw", ":slc", ":cc", and ":m" or ":n"
-// for a second key),
-// so limiters of different algorithms on one key never read each other's
+// for a second key; a sliding window declares both its forms' keys, ":sw",
+// ":sgc" and ":sgc:m", to convert one's state into the other's), so limiters of different algorithms on one key never read each other's
 // state. All keys of one limiter share a hash slot, so Redis Cluster works;
 // any go-redis UniversalClient (single node, Cluster, Ring, Sentinel) does.
 //
@@ -425,10 +425,9 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 		if c.Segments > 0 && w%int64(c.Segments) != 0 {
 			return nil, fmt.Errorf("%w: redis: Window %v is not a whole multiple of Segments %d microseconds", ratelimit.ErrInvalidConfig, c.Window, c.Segments)
 		}
-		s.script, pm.args, s.suffixes = slidingWindowScript, []interface{}{c.Limit, w, c.Segments}, []string{":sw"}
-		if c.Segments > 0 {
-			s.suffixes = []string{":sgc", ":sgc:m"}
-		}
+		// Both forms declare each other's keys, to convert the other's
+		// state after a switch (see slidingwindow.lua).
+		s.script, pm.args, s.suffixes = slidingWindowScript, []interface{}{c.Limit, w, c.Segments}, []string{":sw", ":sgc", ":sgc:m"}
 	case slidinglog.Config:
 		var w int64
 		if w, err = us("Window", c.Window); err != nil {
@@ -937,12 +936,14 @@ func (l *Limiter) until(deadline time.Time) time.Duration {
 // count of now's new window; a sliding log's and a segmented window's
 // entries leave at their instant plus the new Window (a change of segment
 // length first merges what the old window holds into now's new segment);
-// a concurrency limit's holders keep their permits. No change admits more
-// than the old or the new configuration would. A cfg of another algorithm,
-// or one that switches a sliding window between its weighted and segmented
-// forms (whose states are kept under other keys), is an error wrapping
-// ratelimit.ErrInvalidConfig that changes nothing (make a limiter under
-// another key instead). The limiters of a Factory share their
+// a sliding window switched between its weighted and segmented forms
+// holds what the old form counts at the change (the weighted estimate
+// rounded up, or the log's permits in its window) in now's new window or
+// segment, as package memory does, and deletes the old form's keys; a
+// concurrency limit's holders keep their permits. No change admits more
+// than the old or the new configuration would. A cfg of another algorithm
+// is an error wrapping ratelimit.ErrInvalidConfig that changes nothing
+// (make a limiter under another key instead). The limiters of a Factory share their
 // configuration: reconfiguring one reconfigures all.
 func (l *Limiter) Reconfigure(cfg ratelimit.Config) error { return l.shape.reconfigure(cfg) }
 
@@ -956,8 +957,10 @@ func (s *shape) reconfigure(cfg ratelimit.Config) error {
 		return err
 	}
 	old, pm := s.params(), ns.params()
+	// A sliding window's two forms share the script and the keys: each
+	// converts the other's state (see slidingwindow.lua).
 	if ns.script != s.script || !slices.Equal(ns.suffixes, s.suffixes) {
-		return fmt.Errorf("%w: redis: Reconfigure from %#v to %#v: another algorithm, or another form of sliding window, whose state is kept under other keys", ratelimit.ErrInvalidConfig, old.cfg, pm.cfg)
+		return fmt.Errorf("%w: redis: Reconfigure from %#v to %#v: another algorithm, whose state is kept under other keys", ratelimit.ErrInvalidConfig, old.cfg, pm.cfg)
 	}
 	if old.cfg != pm.cfg {
 		s.p.Store(pm)

@@ -44,10 +44,11 @@ func segmentedWorstCase(t testing.TB, c *goredis.Client, n int) time.Duration {
 			entries[i] = fmt.Sprintf("%d %d", start-int64(n-1-i)*segUs, i+1)
 		}
 		c.Del(ctx, l.keys...)
-		if err := c.RPush(ctx, l.keys[0], entries...).Err(); err != nil {
+		// keys[0] is the weighted form's state; keys[1] and keys[2] the log.
+		if err := c.RPush(ctx, l.keys[1], entries...).Err(); err != nil {
 			t.Fatal(err)
 		}
-		c.Set(ctx, l.keys[1], fmt.Sprintf("0 %d", start), 0)
+		c.Set(ctx, l.keys[2], fmt.Sprintf("0 %d", start), 0)
 		c.SlowLogReset(ctx)
 		r, err := l.call(ctx, clock.Now().Add(time.Duration(tc.advance)*seg), opAcquire, int64(tc.permits))
 		l.Close()

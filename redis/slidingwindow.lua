@@ -15,29 +15,37 @@
 -- as the count of now's window of the new length, the previous one empty
 -- (as slidingwindow.Model.Holding), and stores that state whatever the
 -- decision. The segmented form's layout is in its log (see log.lua).
+--
+-- Both forms are given the three keys: K[1] the weighted state, K[2] and
+-- K[3] the log. Switched from one form to the other, a form that finds
+-- none of its own state and the other's converts it (as memory does:
+-- slidingwindow.Model.Used by the old form, Holding by the new one) and
+-- deletes the other's keys, so that a switch back counts nothing twice:
+-- the log's permits in its window at now become the count of now's window
+-- (weighted, the previous one empty); the weighted estimate at now under
+-- its window, rounded up, becomes one entry in now's segment (segmented).
 
 local function decide(K, ARGV)
   local key = K[1]
   local now, p, op, limit = NOW, tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
   local w, n = tonumber(ARGV[5]), tonumber(ARGV[6])
-  if n > 0 then return log_decide(K, now, p, op, limit, w, w / n, tonumber(ARGV[7])) end
+  if n > 0 then return log_decide({K[2], K[3], K[1]}, now, p, op, limit, w, w / n, tonumber(ARGV[7])) end
 
   -- Weighted two-window counter.
   local start, total, prev = 0, 0, 0
   local a, b, c, sw = load(key)
-  local moved = false -- laid out by another window: the state is stored
+  local moved = false -- laid out by another window or form: the state is stored
   if a and sw and sw ~= w then
-    -- The old window's estimate at now (an instant older than its
-    -- window's start counts as the start), rounded up: stricter.
-    local e, x = max(now - a, 0), 0
-    if e < sw then
-      x = c * ((sw - e) * 1000) / (sw * 1000) + b
-    elseif e < 2 * sw then
-      x = b * ((2 * sw - e) * 1000) / (sw * 1000)
-    end
-    start, total, moved = floor_start(now, w), ceil(x), true
+    -- The old window's estimate at now, rounded up: stricter.
+    start, total, moved = floor_start(now, w), weighted_used(a, b, c, sw, now), true
   elseif a then
     start, total, prev = a, b, c
+  else
+    -- Switched from the segmented form: what its log holds at now counts
+    -- in now's window, and the log is deleted.
+    local x, ln = log_held(K[2], K[3], now, w)
+    if ln > 0 then redis.call('DEL', K[2], K[3]) end
+    if x > 0 then start, total, moved = floor_start(now, w), x, true end
   end
   if not (now >= start and now - start < w) then
     local ns = floor_start(now, w)

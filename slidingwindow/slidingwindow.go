@@ -33,9 +33,13 @@
 // window in which it falls; the segmented form keeps its segments'
 // entries, which leave at their start plus the new Window, unless the
 // segment length changed: then what the old window holds is counted in the
-// new segment in which the change falls, as in memory. Redis cannot switch
-// between the weighted and segmented forms (Segments 0 and not), whose
-// states are kept under other keys.
+// new segment in which the change falls, as in memory. A switch between
+// the weighted and segmented forms (Segments 0 and not) carries the count
+// too, in memory and on Redis alike: what the old form counts at the
+// change (the weighted estimate rounded up, or the log's permits in its
+// window) is held in the new form's window or segment in which the change
+// falls; on Redis the old form's keys are then deleted, so that a switch
+// back counts nothing twice.
 package slidingwindow
 
 import (
