@@ -421,3 +421,15 @@ func (k Keyed) Acquire(ctx context.Context, key string, permits int) (ratelimit.
 func (k Keyed) Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
 	return k.r.Wait(ctx, k.name, key, k.app, permits)
 }
+
+// Refund gives lease, a grant of key under k's policy, back to that
+// policy's limiter (see partitioned.Limiter.Refund), so a Keyed is an
+// httplimit.KeyedRefunder: a route's grant that the global limit refused
+// is not spent. A grant of a limiter since replaced gives nothing back.
+func (k Keyed) Refund(ctx context.Context, key string, lease ratelimit.Lease, permits int) error {
+	e, pk, err := k.r.lookup(k.name, key, k.app, true)
+	if err != nil {
+		return err
+	}
+	return e.lim.Refund(ctx, pk, lease, permits)
+}

@@ -115,6 +115,17 @@ func TestRegistryDecides(t *testing.T) {
 	if l, err := k.Acquire(ctx, "u5", 1); err != nil || !l.Acquired() {
 		t.Errorf("Keyed: %v %v", l, err)
 	}
+	var _ httplimit.KeyedRefunder = k
+	second, _ := k.Acquire(ctx, "u5", 1) // the last of 2
+	if err := k.Refund(ctx, "u5", second, 1); err != nil {
+		t.Fatalf("Keyed.Refund: %v", err)
+	}
+	if l, err := k.Acquire(ctx, "u5", 1); err != nil || !l.Acquired() {
+		t.Errorf("Keyed after a refund: %v %v, want granted", l, err)
+	}
+	if l, _ := k.Acquire(ctx, "u5", 1); l.Acquired() {
+		t.Errorf("a third grant of 2: %v", l)
+	}
 	if _, err := r.Keyed("per-user", "batch").Wait(ctx, "u5", 1); !errors.Is(err, ErrForbidden) {
 		t.Errorf("Keyed of an application not listed: %v", err)
 	}
