@@ -64,10 +64,10 @@ type Reconfigurer interface {
 }
 
 // Resetter is a limiter that can be put back in its initial state (a full
-// bucket, empty windows; a concurrency limit keeps its holders, whose
-// Release would otherwise give back what they do not hold): after a
-// successful login, in tests, by an operator. Queued waiters are examined
-// again. On Redis it changes the state every process shares.
+// bucket, empty windows, nothing held: a concurrency lease held before
+// gives nothing back when released): after a successful login, in tests,
+// by an operator. Queued waiters are examined again. On Redis it changes
+// the state every process shares.
 type Resetter interface {
 	Reset(ctx context.Context) error
 }

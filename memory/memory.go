@@ -313,6 +313,7 @@ type extra[S any] struct {
 	timer   ratelimit.Timer
 	timerAt int64      // instant the timer is set for; 0 when not set
 	free    *handle[S] // released handles, for reuse
+	resets  uint64     // Resets of a limiter whose permits are held: a handle of an older one holds nothing
 	// gen counts the changes of the queue and of what it waits for (a
 	// waiter in or out, a refund, a release); behind caches behindQueue's
 	// answer for the generation it was computed in.
@@ -710,7 +711,7 @@ func (l *limiter[S]) handle(p int64) *handle[S] {
 	} else {
 		x.free, h.next = h.next, nil
 	}
-	h.permits = p
+	h.permits, h.resets = p, x.resets
 	return h
 }
 
@@ -926,7 +927,7 @@ func (l *limiter[S]) giveBack(h *handle[S], token uint64) {
 	h.gen++
 	h.next, l.x.free = l.x.free, h
 	l.x.gen++
-	if l.closed {
+	if l.closed || h.resets != l.x.resets { // closed, or forgotten by Reset
 		l.mu.Unlock()
 		return
 	}
@@ -1041,10 +1042,10 @@ func (l *limiter[S]) Reconfigure(cfg ratelimit.Config) error {
 }
 
 // Reset puts the limiter back in its initial state (see
-// ratelimit.Resetter): a full bucket, empty windows; the queued waiters
+// ratelimit.Resetter): a full bucket, empty windows, nothing held (the
+// leases held before give nothing back when released); the queued waiters
 // are examined again (a token bucket's reservations are taken again from
-// the full bucket). A concurrency limit keeps its holders. ctx is not
-// read: nothing here waits.
+// the full bucket). ctx is not read: nothing here waits.
 func (l *limiter[S]) Reset(ctx context.Context) error {
 	if err := base.CheckContext(ctx); err != nil {
 		return err
@@ -1057,7 +1058,7 @@ func (l *limiter[S]) Reset(ctx context.Context) error {
 	now := l.now()
 	l.sync(now)
 	if l.conf().releaser != nil {
-		return nil
+		l.ext().resets++ // the leases held now give nothing back
 	}
 	l.state = l.conf().model.Initial()
 	if l.x != nil {
@@ -1085,6 +1086,7 @@ func (l *limiter[S]) Reset(ctx context.Context) error {
 // Release takes anyway, so it costs no atomic operation of its own.
 type handle[S any] struct {
 	gen     uint64
+	resets  uint64 // the owner's resets when it was handed out
 	permits int64
 	next    *handle[S]
 	owner   *limiter[S]

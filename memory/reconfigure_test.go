@@ -172,10 +172,15 @@ func TestReset(t *testing.T) {
 	if err := c.Reset(bg); err != nil {
 		t.Fatal(err)
 	}
-	if got := available(t, c); got != 0 {
-		t.Fatalf("concurrency after Reset: Available = %d, want 0 (holders keep their permits)", got)
+	if got := available(t, c); got != 2 {
+		t.Fatalf("concurrency after Reset: Available = %d, want 2 (nothing held)", got)
 	}
-	held.Release()
+	after := mustAcquire(t, c, 1)
+	held.Release() // held before the Reset: gives nothing back
+	if got := available(t, c); got != 1 {
+		t.Fatalf("a lease from before the Reset released: Available = %d, want 1", got)
+	}
+	after.Release()
 	if got := available(t, c); got != 2 {
 		t.Fatalf("after the release: Available = %d, want 2", got)
 	}

@@ -124,10 +124,20 @@ func reconfigureOn(t *testing.T, c goredis.UniversalClient) {
 		if err := cc.Reset(bg); err != nil {
 			t.Fatal(err)
 		}
-		if g := acquire(cc, 1); g.Acquired() {
-			t.Fatalf("concurrency after Reset: %v, want refused (the holder keeps its permit)", g)
+		after := acquire(cc, 1)
+		if !after.Acquired() {
+			t.Fatalf("concurrency after Reset: %v, want granted (nothing held)", after)
 		}
-		held.Release()
+		held.Release() // held before the Reset: gives nothing back
+		if g := acquire(cc, 1); g.Acquired() {
+			t.Fatalf("a lease from before the Reset released: %v, want refused (1 held of 1)", g)
+		}
+		after.Release()
+		if g := acquire(cc, 1); !g.Acquired() {
+			t.Fatalf("after the release: %v, want granted", g)
+		} else {
+			g.Release()
+		}
 		cc.Close()
 		if err := cc.Reset(bg); !errors.Is(err, ratelimit.ErrClosed) {
 			t.Fatalf("Reset after Close: %v", err)

@@ -971,19 +971,17 @@ func (s *shape) reconfigure(cfg ratelimit.Config) error {
 // Reset puts the limiter's state in Redis back to its initial state (see
 // ratelimit.Resetter), for every process: its keys are deleted, in one
 // round trip bounded by the limiter's timeout (a failure wraps
-// ErrUnavailable). A concurrency limit keeps its holders: Reset does
-// nothing then. The reservations of token-bucket waiters asleep in any
-// process are forgiven, not taken again: they proceed at their turn, on
-// top of the full bucket.
+// ErrUnavailable). A concurrency limit forgets its holders: their leases,
+// in any process, give nothing back when released (the script releases a
+// holder only once, and only one it holds). The reservations of
+// token-bucket waiters asleep in any process are forgiven, not taken
+// again: they proceed at their turn, on top of the full bucket.
 func (l *Limiter) Reset(ctx context.Context) error {
 	if err := base.CheckContext(ctx); err != nil {
 		return err
 	}
 	if l.isClosed() {
 		return ratelimit.ErrClosed
-	}
-	if l.release {
-		return nil
 	}
 	if d := l.o.timeout; d > 0 {
 		var cancel context.CancelFunc
