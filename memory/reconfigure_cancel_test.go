@@ -12,7 +12,7 @@ import (
 
 // A cancelled Wait serves the queue under the configuration the limiter
 // last synced to, not the current one (Factory limiters sync lazily).
-func TestReconfigureCaseCancelServesUnderStaleConfig(t *testing.T) {
+func TestReconfigureThenCancelServesUnderNewConfig(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	f, err := memory.NewFactory(concurrency.Config{Limit: 10}, memory.WithClock(clock))
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 // A Factory's limiter checks permits against the capacity of the
 // configuration it last synced to, before syncing.
-func TestReconfigureCaseFactoryStaleCapacity(t *testing.T) {
+func TestReconfigureFactoryCapacity(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	f, err := memory.NewFactory(fixedwindow.Config{Limit: 5, Window: time.Second}, memory.WithClock(clock))
 	if err != nil {

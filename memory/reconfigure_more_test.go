@@ -14,7 +14,7 @@ import (
 
 // A waiter queued for more than the new capacity is never served and
 // blocks every later request.
-func TestReconfigureCaseOversizedWaiterStallsQueue(t *testing.T) {
+func TestReconfigureRefusesOversizedWaiter(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	l := newLimiter(t, fixedwindow.Config{Limit: 10, Window: time.Second}, clock)
 	mustAcquire(t, l, 10)
@@ -39,7 +39,7 @@ func TestReconfigureCaseOversizedWaiterStallsQueue(t *testing.T) {
 }
 
 // A concurrency lease of more permits than the new limit cannot be refunded.
-func TestReconfigureCaseConcurrencyRefundAfterShrink(t *testing.T) {
+func TestReconfigureConcurrencyRefundAfterShrink(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	l := newLimiter(t, concurrency.Config{Limit: 10}, clock)
 	g := mustAcquire(t, l, 8)
@@ -53,7 +53,7 @@ func TestReconfigureCaseConcurrencyRefundAfterShrink(t *testing.T) {
 
 // Weighted sliding window: Available is floored at 0, so a count over a
 // shrunk limit is lost on the next change.
-func TestReconfigureCaseWeightedChain(t *testing.T) {
+func TestReconfigureWeightedChain(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	l := newLimiter(t, slidingwindow.Config{Limit: 10, Window: time.Hour}, clock)
 	mustAcquire(t, l, 8)
@@ -62,10 +62,12 @@ func TestReconfigureCaseWeightedChain(t *testing.T) {
 	if got := available(t, l); got != 0 {
 		t.Errorf("8 used, limit 10 -> 5 -> 7: Available = %d, want 0", got)
 	}
-	// the same with a fixed window, for comparison
+	// The same with a fixed window.
 	f := newLimiter(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
 	mustAcquire(t, f, 8)
 	reconfigure(t, f, fixedwindow.Config{Limit: 5, Window: time.Hour})
 	reconfigure(t, f, fixedwindow.Config{Limit: 7, Window: time.Hour})
-	t.Logf("fixed window: Available = %d", available(t, f))
+	if got := available(t, f); got != 0 {
+		t.Errorf("fixed window, 8 used, limit 10 -> 5 -> 7: Available = %d, want 0", got)
+	}
 }

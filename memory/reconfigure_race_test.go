@@ -11,7 +11,7 @@ import (
 	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
-func TestReconfigureCaseRaceStress(t *testing.T) {
+func TestReconfigureRaceStress(t *testing.T) {
 	f, _ := memory.NewFactory(concurrency.Config{Limit: 4})
 	tf, _ := memory.NewFactory(tokenbucket.Config{Rate: 1000, Burst: 4})
 	ls := []memory.Limiter{f.New(), f.New(), tf.New(), tf.New()}

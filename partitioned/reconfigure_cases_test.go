@@ -13,7 +13,7 @@ import (
 
 // A refused Reconfigure (another algorithm) is still remembered: every new
 // partition fails to be created afterwards.
-func TestReconfigureCaseBadReconfigurePoisonsCreation(t *testing.T) {
+func TestReconfigureRefusedLeavesCreation(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	l := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(fixedwindow.Config{Limit: 5, Window: time.Second}, clock), Clock: clock})
 	err := l.Reconfigure(tokenbucket.Config{Rate: 1, Burst: 1})
@@ -24,7 +24,7 @@ func TestReconfigureCaseBadReconfigurePoisonsCreation(t *testing.T) {
 	}
 }
 
-func TestReconfigureCaseFactoryPartitionsStaleCapacity(t *testing.T) {
+func TestReconfigureFactoryPartitionsCapacity(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	f, err := memory.NewFactory(fixedwindow.Config{Limit: 5, Window: time.Second}, memory.WithClock(clock))
 	if err != nil {
