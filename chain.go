@@ -173,9 +173,22 @@ func (c *ChainLimiter) Refund(ctx context.Context, lease Lease, permits int) err
 
 // Wait takes permits from every limiter, sleeping while any refuses.
 func (c *ChainLimiter) Wait(ctx context.Context, permits int) (Lease, error) {
+	return c.WaitWatched(ctx, permits, nil)
+}
+
+// WaitWatched is Wait, telling o (when not nil) of the time the call spends
+// sleeping or waiting in a member's queue, as QueueWatcher says.
+func (c *ChainLimiter) WaitWatched(ctx context.Context, permits int, o QueueObserver) (Lease, error) {
 	if err := c.check(ctx, permits); err != nil {
 		return Lease{}, err
 	}
+	q := base.Queueing[Lease]{O: o, Permits: permits}
+	lease, err := c.wait(ctx, permits, &q)
+	return q.Leave(c.now, lease, err)
+}
+
+// wait is Wait after its arguments were checked.
+func (c *ChainLimiter) wait(ctx context.Context, permits int, q *base.Queueing[Lease]) (Lease, error) {
 	for {
 		lease, refuser, err := c.acquire(ctx, permits)
 		if err != nil || lease.Acquired() {
@@ -183,6 +196,7 @@ func (c *ChainLimiter) Wait(ctx context.Context, permits int) (Lease, error) {
 		}
 		d, known := lease.RetryAfter()
 		if !known { // permits come back on Release: wait for them in that limiter's queue
+			q.Join(c.now)
 			held, err := refuser.Wait(ctx, permits)
 			if err != nil || !held.Acquired() {
 				return held, err
@@ -192,6 +206,7 @@ func (c *ChainLimiter) Wait(ctx context.Context, permits int) (Lease, error) {
 			if deadline, ok := ctx.Deadline(); ok && deadline.Sub(c.now()) < d {
 				return Lease(leases.New(false, uint8(ReasonDeadline), lease.Limit(), lease.Remaining(), d, lease.ResetAfter(), nil, 0)), nil
 			}
+			q.Join(c.now)
 			if err := base.Sleep(ctx, c.clock, d); err != nil {
 				return Lease{}, err
 			}

@@ -112,6 +112,32 @@ type Refunder interface {
 	Refund(ctx context.Context, lease Lease, permits int) error
 }
 
+// QueueWatcher is a limiter whose Wait can report the calls that queue, to
+// a QueueObserver: what metrics of the time spent queued need (the otel
+// module's wrapper uses it), since a Wait answered at once cannot be told
+// apart from outside without reading the clock twice. Every limiter of
+// this module with a Wait queue implements it (memory, redis, FromRate).
+type QueueWatcher interface {
+	// WaitWatched is Wait. When the call joins the queue (it cannot be
+	// answered at once: memory queues it, Redis and FromRate sleep), it
+	// calls o.Queued; when it leaves the queue, o.Dequeued with what it
+	// is about to return. Both are called in the calling goroutine, before
+	// WaitWatched returns, and neither when the call is answered without
+	// queueing (a grant at once, a refusal at once, an error).
+	WaitWatched(ctx context.Context, permits int, o QueueObserver) (Lease, error)
+}
+
+// QueueObserver is told of the Waits that queue (see QueueWatcher).
+type QueueObserver interface {
+	// Queued is called when a Wait for permits joins the queue.
+	Queued(permits int)
+	// Dequeued is called when that Wait leaves the queue, after spending
+	// queued there (on the limiter's clock), with what the Wait returns: a
+	// grant, a refusal (evicted, closed, a new configuration's), or an
+	// error (ctx's, or a backend failure).
+	Dequeued(permits int, queued time.Duration, lease Lease, err error)
+}
+
 // QueueOrder says which waiter is served first when permits come back.
 type QueueOrder uint8
 

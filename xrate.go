@@ -143,6 +143,12 @@ func (x *xrate) Acquire(ctx context.Context, permits int) (Lease, error) {
 }
 
 func (x *xrate) Wait(ctx context.Context, permits int) (Lease, error) {
+	return x.WaitWatched(ctx, permits, nil)
+}
+
+// WaitWatched is Wait, telling o (when not nil) of the time the call sleeps
+// for its reservation, or for a token (permits == 0), as QueueWatcher says.
+func (x *xrate) WaitWatched(ctx context.Context, permits int, o QueueObserver) (Lease, error) {
 	now, err := x.check(ctx, permits)
 	if err != nil {
 		return Lease{}, err
@@ -150,8 +156,10 @@ func (x *xrate) Wait(ctx context.Context, permits int) (Lease, error) {
 	if x.l.Limit() == rate.Inf {
 		return x.unlimited(), nil
 	}
+	q := base.Queueing[Lease]{O: o, Permits: permits}
 	if permits == 0 {
-		return x.waitStatus(ctx)
+		lease, err := x.waitStatus(ctx, &q)
+		return q.Leave(time.Now, lease, err)
 	}
 	r := x.l.ReserveN(now, permits)
 	if !r.OK() {
@@ -164,16 +172,19 @@ func (x *xrate) Wait(ctx context.Context, permits int) (Lease, error) {
 		d.RetryAfter = delay
 		return x.lease(d, ReasonDeadline), nil
 	}
+	if delay > 0 {
+		q.Join(time.Now)
+	}
 	if err := base.Sleep[Timer](ctx, nil, delay); err != nil {
 		r.Cancel()
-		return Lease{}, err
+		return q.Leave(time.Now, Lease{}, err)
 	}
-	return x.lease(x.decision(true, x.l.TokensAt(time.Now())), ReasonNone), nil
+	return q.Leave(time.Now, x.lease(x.decision(true, x.l.TokensAt(time.Now())), ReasonNone), nil)
 }
 
 // waitStatus is Wait(ctx, 0): it waits, reserving nothing, until the bucket
 // holds a token, behind the reservations already made.
-func (x *xrate) waitStatus(ctx context.Context) (Lease, error) {
+func (x *xrate) waitStatus(ctx context.Context, q *base.Queueing[Lease]) (Lease, error) {
 	for {
 		now := time.Now()
 		tokens := x.l.TokensAt(now)
@@ -186,6 +197,7 @@ func (x *xrate) waitStatus(ctx context.Context) (Lease, error) {
 			d.RetryAfter = delay
 			return x.lease(d, ReasonDeadline), nil
 		}
+		q.Join(time.Now)
 		if delay < 0 { // a zero limit: no token comes before ctx ends
 			<-ctx.Done()
 			return Lease{}, ctx.Err()

@@ -34,10 +34,11 @@ import (
 )
 
 // Limiter is an in-memory limiter. Besides ratelimit.Limiter it reports
-// Stats, how long it has been idle, takes grants back (Refund), and can be
-// closed.
+// Stats, how long it has been idle, takes grants back (Refund), reports the
+// Waits that queue (ratelimit.QueueWatcher), and can be closed.
 type Limiter interface {
 	ratelimit.Limiter
+	ratelimit.QueueWatcher
 	// Refund takes back a grant of permits this limiter made, as
 	// ratelimit.Refunder says; for a concurrency lease it is Release. ctx
 	// is not read: nothing here waits.
@@ -374,6 +375,7 @@ func (l *limiter[S]) until(deadline time.Time) time.Duration {
 type waiter struct {
 	permits    int64 // 0: a status check, answered once a permit is available
 	due        int64 // reservations: when the reserved tokens have arrived
+	at         int64 // when it joined the queue
 	prev, next *waiter
 	queued     bool
 	ch         chan ratelimit.Lease
@@ -443,6 +445,12 @@ func (l *limiter[S]) acquireSlow(p int64) (ratelimit.Lease, error) {
 // queues (behind the waiters already there) whatever the queue limit,
 // since it holds no permits.
 func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return l.WaitWatched(ctx, permits, nil)
+}
+
+// WaitWatched is Wait, telling o (when not nil) of the time the call spends
+// in the queue, as ratelimit.QueueWatcher says.
+func (l *limiter[S]) WaitWatched(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	c := l.conf()
 	if permits < 0 || int64(permits) > c.capacity {
 		if err := l.checkPermits(permits); err != nil {
@@ -458,22 +466,29 @@ func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, er
 	}
 	l.mu.Lock()
 	if !l.closed && l.head == nil && c.cur.Load() == c {
-		st, d := l.conf().model.Step(l.state, now, int64(permits))
-		if d.Granted {
-			l.state = st
+		if d := l.step(now, int64(permits)); d.Granted {
 			lease := l.lease(d, now, int64(permits))
 			l.mu.Unlock()
 			return lease, nil
 		}
-		// A refusal may still move the state forward (segments that left
-		// the window), which must be kept.
-		l.state = st
 	}
 	l.mu.Unlock()
 	w, lease, err := l.enqueue(ctx, int64(permits))
 	if w == nil {
 		return lease, err
 	}
+	if o == nil {
+		return l.await(ctx, w)
+	}
+	o.Queued(permits)
+	lease, err = l.await(ctx, w)
+	o.Dequeued(permits, time.Duration(max(l.now()-w.at, 0)), lease, err)
+	return lease, err
+}
+
+// await waits for the answer of w, a queued waiter, until ctx is done; a
+// waiter cancelled leaves the queue, and what it reserved comes back.
+func (l *limiter[S]) await(ctx context.Context, w *waiter) (ratelimit.Lease, error) {
 	select {
 	case lease := <-w.ch:
 		return lease, nil
@@ -484,7 +499,7 @@ func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, er
 		l.mu.Unlock()
 		return <-w.ch, nil
 	}
-	now = l.now()
+	now := l.now()
 	l.sync(now)
 	if !w.queued { // refused by the new configuration
 		l.mu.Unlock()
@@ -515,10 +530,7 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 	l.serve(now)
 	var d ratelimit.Decision
 	if l.head == nil || l.conf().queue.Order == ratelimit.NewestFirst || p == 0 {
-		var st S
-		st, d = l.conf().model.Step(l.state, now, p)
-		l.state = st // a refusal keeps what left the window
-		if d.Granted {
+		if d = l.step(now, p); d.Granted {
 			return nil, l.lease(d, now, p), nil
 		}
 	}
@@ -536,7 +548,7 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 		last = e
 	}
 	state := l.state
-	w = &waiter{permits: p, ch: make(chan ratelimit.Lease, 1)}
+	w = &waiter{permits: p, at: now, ch: make(chan ratelimit.Lease, 1)}
 	if l.conf().reserver != nil {
 		for e := l.head; last != nil && e != last.next; e = e.next {
 			state = l.conf().refunder.Refund(state, now, now, e.permits)
@@ -653,9 +665,16 @@ func (l *limiter[S]) replayQueue(now, p int64) int64 {
 
 // take decides p permits now. Requires l.mu.
 func (l *limiter[S]) take(now, p int64) ratelimit.Lease {
+	return l.lease(l.step(now, p), now, p)
+}
+
+// step decides p permits now, counting nothing and making no lease. The
+// state moves forward on a refusal too (segments that left the window),
+// which must be kept. Requires l.mu.
+func (l *limiter[S]) step(now, p int64) ratelimit.Decision {
 	var d ratelimit.Decision
 	l.state, d = l.conf().model.Step(l.state, now, p)
-	return l.lease(d, now, p)
+	return d
 }
 
 // lease counts a decision on p permits made at now and makes its lease: a

@@ -20,6 +20,7 @@ import (
 // Chain gives its grants back), io.Closer and Stats.
 type Limiter struct {
 	l     ratelimit.Limiter
+	qw    ratelimit.QueueWatcher // l, when it reports the Waits that queue
 	r     *Recorder
 	owned bool // Close closes r too (New made it)
 }
@@ -43,7 +44,9 @@ func New(l ratelimit.Limiter, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Limiter{l: l, r: r, owned: true}, nil
+	w := r.Wrap(l)
+	w.owned = true
+	return w, nil
 }
 
 // Wrap returns l recording its decisions on r. The Limiter owns l (its Close
@@ -52,7 +55,8 @@ func (r *Recorder) Wrap(l ratelimit.Limiter) *Limiter {
 	if l == nil {
 		return nil
 	}
-	return &Limiter{l: l, r: r}
+	qw, _ := l.(ratelimit.QueueWatcher)
+	return &Limiter{l: l, qw: qw, r: r}
 }
 
 // ForKey wraps the limiters that newLimiter makes, for partitioned.Config's
@@ -105,18 +109,38 @@ func (w *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	return r.hold(lease, err, permits), err
 }
 
-// Wait is the wrapped limiter's Wait, recorded: ratelimit.queued_requests
-// counts it while it waits, and ratelimit.request.time_in_queue records its
-// duration.
+// Wait is the wrapped limiter's Wait, recorded. When the wrapped limiter is
+// a ratelimit.QueueWatcher (every limiter of limitkit with a queue), only
+// the calls that queue are counted by ratelimit.queued_requests while they
+// wait, and their time in the queue recorded by
+// ratelimit.request.time_in_queue; a call answered at once costs what an
+// Acquire does. Of another limiter, every call is counted and timed from
+// call to answer.
 func (w *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	r := w.r
-	r.queued.Add(1)
-	start := monotonic()
-	lease, err := w.l.Wait(ctx, permits)
-	r.timeInQueue.Record(nonNil(ctx), (monotonic() - start).Seconds(), r.waitOpts[resultIndex(lease, err)]...)
-	r.queued.Add(-1)
+	var lease ratelimit.Lease
+	var err error
+	if w.qw != nil {
+		lease, err = w.qw.WaitWatched(ctx, permits, (*queueObserver)(r))
+	} else {
+		o := (*queueObserver)(r)
+		o.Queued(permits)
+		start := monotonic()
+		lease, err = w.l.Wait(ctx, permits)
+		o.Dequeued(permits, monotonic()-start, lease, err)
+	}
 	r.record(lease, err, permits)
 	return r.hold(lease, err, permits), err
+}
+
+// queueObserver is a Recorder as the ratelimit.QueueObserver of Waits.
+type queueObserver Recorder
+
+func (o *queueObserver) Queued(int) { o.queued.Add(1) }
+
+func (o *queueObserver) Dequeued(_ int, d time.Duration, lease ratelimit.Lease, err error) {
+	o.timeInQueue.Record(context.Background(), d.Seconds(), o.waitOpts[resultIndex(lease, err)]...)
+	o.queued.Add(-1)
 }
 
 // hold wraps a concurrency grant to see its Release.

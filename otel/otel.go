@@ -18,8 +18,10 @@
 // when the Recorder is made, and the counters are kept in the Recorder and
 // reported by the OpenTelemetry SDK's collection (asynchronous instruments),
 // so that recording a decision of Acquire costs one atomic addition and
-// allocates nothing. Durations (Wait, concurrency leases, Redis calls) are
-// histograms, recorded as they end.
+// allocates nothing; a Wait answered at once costs the same (the limiter
+// says which Waits queue: ratelimit.QueueWatcher). Durations (time in the
+// queue, concurrency leases, Redis calls) are histograms, recorded as they
+// end.
 //
 // The package is named otel, as go.opentelemetry.io/otel is: import one of
 // them under another name (limitotel, say) in a file that uses both.
@@ -54,8 +56,8 @@ const ScopeName = "github.com/limitkit/ratelimit/otel"
 const (
 	RequestsName        = "ratelimit.requests"               // counter, {request}: decisions by result and reason
 	PermitsName         = "ratelimit.permits"                // counter, {permit}: permits granted
-	QueuedName          = "ratelimit.queued_requests"        // up-down counter, {request}: Wait calls in progress
-	TimeInQueueName     = "ratelimit.request.time_in_queue"  // histogram, s: duration of Wait calls
+	QueuedName          = "ratelimit.queued_requests"        // up-down counter, {request}: Wait calls in the queue
+	TimeInQueueName     = "ratelimit.request.time_in_queue"  // histogram, s: time Wait calls spent queued
 	ActiveLeasesName    = "ratelimit.active_request_leases"  // up-down counter, {lease}: concurrency leases held
 	LeaseDurationName   = "ratelimit.request_lease.duration" // histogram, s: how long concurrency leases were held
 	BackendDurationName = "ratelimit.backend.duration"       // histogram, s: duration of Redis calls
@@ -375,7 +377,7 @@ func newRecorder(o *options) (*Recorder, error) {
 		metric.WithDescription("Permits granted."))
 	keep(err)
 	r.queuedObs, err = m.Int64ObservableUpDownCounter(QueuedName, metric.WithUnit("{request}"),
-		metric.WithDescription("Wait calls in progress: requests queued for permits."))
+		metric.WithDescription("Wait calls in the queue: requests waiting for permits."))
 	keep(err)
 	r.heldObs, err = m.Int64ObservableUpDownCounter(ActiveLeasesName, metric.WithUnit("{lease}"),
 		metric.WithDescription("Concurrency leases granted and not yet released."))
@@ -384,7 +386,7 @@ func newRecorder(o *options) (*Recorder, error) {
 		metric.WithDescription("Calls the backend could not answer: errors wrapping redis.ErrUnavailable and refusals with reason unavailable."))
 	keep(err)
 	r.timeInQueue, err = m.Float64Histogram(TimeInQueueName, metric.WithUnit("s"),
-		metric.WithDescription("Duration of Wait calls, from the call to its answer, by result."),
+		metric.WithDescription("Time the Wait calls that queued spent in the queue, from joining it to their answer, by result."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	keep(err)
 	r.leaseDuration, err = m.Float64Histogram(LeaseDurationName, metric.WithUnit("s"),

@@ -99,10 +99,8 @@ func TestMemoryCounts(t *testing.T) {
 		t.Fatalf("status check: %v, %v", lease, err)
 	}
 	waiter := waitAsync(ctx, l, 1)
-	if err := clock.WaitForTimers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	check(t, m.collect(t), []want{{queued, with(), 1}, {inQueue, nil, 0}})
+	waitQueued(t, m, 1)
+	check(t, m.collect(t), []want{{inQueue, nil, 0}})
 	if lease, err := l.Wait(ctx, 1); err != nil || lease.Reason() != ratelimit.ReasonQueueFull {
 		t.Fatalf("queue full: %v, %v", lease, err)
 	}
@@ -118,6 +116,13 @@ func TestMemoryCounts(t *testing.T) {
 		t.Fatalf("deadline: %v, %v", lease, err)
 	}
 	cancel()
+	cctx, cancel := context.WithCancel(ctx)
+	cancelled := waitAsync(cctx, l, 1)
+	waitQueued(t, m, 1)
+	cancel()
+	if a := <-cancelled; !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("cancelled while waiting: %v, %v", a.lease, a.err)
+	}
 	if _, err := l.Acquire(ctx, 3); !errors.Is(err, ratelimit.ErrExceedsLimit) {
 		t.Fatal(err)
 	}
@@ -130,9 +135,7 @@ func TestMemoryCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	closing := waitAsync(ctx, l, 1)
-	if err := clock.WaitForTimers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	waitQueued(t, m, 1)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -152,21 +155,27 @@ func TestMemoryCounts(t *testing.T) {
 		{requests, with("ratelimit.result=refused"), 4},
 		{requests, with("ratelimit.result=error", "error.type=exceeds_limit"), 1},
 		{requests, with("ratelimit.result=error", "error.type=invalid"), 1},
-		{requests, with("ratelimit.result=error", "error.type=canceled"), 1},
+		{requests, with("ratelimit.result=error", "error.type=canceled"), 2},
 		{requests, with("ratelimit.result=error", "error.type=closed"), 1},
-		{requests, with("ratelimit.result=error"), 4},
-		{requests, nil, 12},
+		{requests, with("ratelimit.result=error"), 5},
+		{requests, nil, 13},
 		{permits, with(), 4},
 		{queued, with(), 0},
+		// Only the Waits that queued: not those refused at once (queue
+		// full, deadline) nor the one whose ctx was done before the call.
 		{inQueue, with("ratelimit.result=acquired"), 1},
-		{inQueue, with("ratelimit.result=refused"), 3}, // queue full, deadline, closed
-		{inQueue, with("ratelimit.result=error"), 1},   // cancelled
+		{inQueue, with("ratelimit.result=refused"), 1}, // closed
+		{inQueue, with("ratelimit.result=error"), 1},   // cancelled while queued
 		{active, nil, 0},                               // not a concurrency limiter: no leases tracked
 		{leaseDur, nil, 0},
 		{backDur, nil, 0},
 		{failures, nil, 0},
 		{avail, nil, 0}, // a Recorder's Wrap: no Stats reported
 	})
+	// The waiter served when the clock moved a second on queued a second;
+	// the others left at the instant they came (the clock stood still).
+	checkSum(t, m.collect(t), inQueue, 1, with("ratelimit.result=acquired")...)
+	checkSum(t, m.collect(t), inQueue, 0, with("ratelimit.result=refused")...)
 }
 
 // A NewestFirst queue evicts its oldest waiter: ReasonEvicted.
@@ -180,9 +189,7 @@ func TestMemoryEvicted(t *testing.T) {
 		t.Fatal(lease, err)
 	}
 	first := waitAsync(ctx, l, 1)
-	if err := clock.WaitForTimers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	waitQueued(t, m, 1)
 	second := waitAsync(ctx, l, 1)
 	if a := <-first; a.err != nil || a.lease.Reason() != ratelimit.ReasonEvicted {
 		t.Fatalf("first waiter: %v, %v", a.lease, a.err)
@@ -217,10 +224,8 @@ func TestConcurrencyLeases(t *testing.T) {
 		t.Fatal(lease, err)
 	}
 	waiter := waitAsync(ctx, l, 1)
-	for inner.Stats().Queued == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	check(t, m.collect(t), []want{{active, nil, 1}, {queued, nil, 1}, {leaseDur, nil, 0}, {avail, nil, 0}})
+	waitQueued(t, m, 1)
+	check(t, m.collect(t), []want{{active, nil, 1}, {leaseDur, nil, 0}, {avail, nil, 0}})
 	first.Release()
 	first.Release() // idempotent: recorded once
 	a := <-waiter
@@ -455,7 +460,8 @@ func TestConcurrentCounts(t *testing.T) {
 	cfg := fixedwindow.Config{Limit: 1000, Window: time.Hour}
 	clock := newClock()
 	l := mustNew(t, mustMemory(t, cfg, clock), limitotel.WithMeterProvider(m), limitotel.WithConfig(cfg))
-	// Waits refused at once when they would have to wait: the clock stands still.
+	// Waits refused at once when they would have to wait (the clock stands
+	// still): never queued.
 	wctx, cancel := context.WithDeadline(ctx, clock.Now().Add(time.Millisecond))
 	defer cancel()
 	const goroutines, calls = 4, 600
@@ -495,7 +501,7 @@ func TestConcurrentCounts(t *testing.T) {
 		{requests, []string{"ratelimit.result=acquired"}, int64(st.Granted)},
 		{requests, []string{"ratelimit.result=refused"}, int64(st.Refused)},
 		{permits, nil, 1000 - st.Available},
-		{inQueue, nil, goroutines * calls / 2},
+		{inQueue, nil, 0},
 		{queued, nil, 0},
 		{avail, nil, st.Available},
 	})

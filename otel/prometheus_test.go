@@ -44,9 +44,16 @@ func TestPrometheus(t *testing.T) {
 	l.Acquire(ctx, 1)
 	l.Acquire(ctx, 1)
 	cc := concurrency.Config{Limit: 1}
-	c := mustNew(t, mustMemory(t, cc, newClock()), limitotel.WithMeterProvider(mp), limitotel.WithPolicy("uploads"), limitotel.WithConfig(cc))
-	lease, _ := c.Wait(ctx, 1)
-	lease.Release()
+	inner := mustMemory(t, cc, newClock())
+	c := mustNew(t, inner, limitotel.WithMeterProvider(mp), limitotel.WithPolicy("uploads"), limitotel.WithConfig(cc))
+	first, _ := c.Acquire(ctx, 1)
+	waiter := waitAsync(ctx, c, 1) // queued until first is released
+	for inner.Stats().Queued == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	first.Release()
+	a := <-waiter
+	a.lease.Release()
 	// The backend instruments: a Redis limiter on a server that is not there.
 	r, err := redis.New(newClient(t, "127.0.0.1:1"), "k", cfg, redis.WithFailurePolicy(redis.FailClosed))
 	if err != nil {

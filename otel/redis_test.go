@@ -65,7 +65,7 @@ func testRedisCounts(t *testing.T, addr string) {
 	}
 	cancel()
 	waiter := waitAsync(ctx, l, 1)
-	if err := clock.WaitForTimers(ctx, 1); err != nil {
+	if err := clock.WaitForTimers(ctx, 1); err != nil { // it has slept: queued
 		t.Fatal(err)
 	}
 	check(t, m.collect(t), []want{{queued, with(), 1}})
@@ -88,7 +88,7 @@ func testRedisCounts(t *testing.T, addr string) {
 		{permits, with(), 3},
 		{queued, with(), 0},
 		{inQueue, with("ratelimit.result=acquired"), 1},
-		{inQueue, with("ratelimit.result=refused"), 1},
+		{inQueue, with("ratelimit.result=refused"), 0}, // the deadline's refusal came at once
 		// Acquire 4 times and Refund once; Wait is not a backend call.
 		{backDur, with("ratelimit.failure_policy=error", "ratelimit.result=acquired"), 3},
 		{backDur, with("ratelimit.failure_policy=error", "ratelimit.result=refused"), 1},
@@ -96,6 +96,7 @@ func testRedisCounts(t *testing.T, addr string) {
 		{failures, with("ratelimit.failure_policy=error"), 0},
 		{avail, nil, 0}, // not asked of Redis at every collection
 	})
+	checkSum(t, m.collect(t), inQueue, 2, with("ratelimit.result=acquired")...) // slept from the call until the clock moved 2s on
 
 	// A server that is not there: each call fails at once.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/limitkit/ratelimit"
@@ -71,6 +73,11 @@ const (
 //     keeps nothing: the permits come back as if it had not been made.
 //   - HeldWithinCapacity: for concurrency limits, goroutines that take and
 //     release permits for 100ms never hold more than the capacity at once.
+//   - QueueWatcherReports: for a limiter that is a ratelimit.QueueWatcher,
+//     a WaitWatched granted at once tells its observer nothing; one for a
+//     permit while every permit is taken tells Queued(1) while it waits,
+//     and, cancelled then, Dequeued once, with what it returns, before it
+//     returns.
 //
 // The checks run on the real clock and take a few seconds for a limiter
 // whose permits come back within a second. They need permits, once taken,
@@ -100,6 +107,7 @@ var contractChecks = []struct {
 	{"ReleaseIsIdempotent", checkRelease},
 	{"CancelledWaitHoldsNothing", checkCancelledWait},
 	{"HeldWithinCapacity", checkHeldWithin},
+	{"QueueWatcherReports", checkQueueWatcher},
 }
 
 // errInconclusive marks a check whose premise time spoilt.
@@ -421,4 +429,108 @@ func checkHeldWithin(newL func() ratelimit.Limiter) error {
 		return nil // a rate limit's bounds depend on its algorithm
 	}
 	return heldWithin(newL(), contractCapacity, 16, 100*time.Millisecond, 50*time.Microsecond)
+}
+
+// watchLog is a QueueObserver that records what it is told.
+type watchLog struct {
+	mu       sync.Mutex
+	queued   []int
+	dequeued []watchedEnd
+	joined   chan struct{} // closed at the first Queued
+}
+
+type watchedEnd struct {
+	permits int
+	queued  time.Duration
+	lease   ratelimit.Lease
+	err     error
+}
+
+func (w *watchLog) Queued(permits int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.queued = append(w.queued, permits)
+	if len(w.queued) == 1 {
+		close(w.joined)
+	}
+}
+
+func (w *watchLog) Dequeued(permits int, queued time.Duration, lease ratelimit.Lease, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dequeued = append(w.dequeued, watchedEnd{permits, queued, lease, err})
+}
+
+// told returns what w was told so far.
+func (w *watchLog) told() ([]int, []watchedEnd) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.queued), slices.Clone(w.dequeued)
+}
+
+func checkQueueWatcher(newL func() ratelimit.Limiter) error {
+	l := newL()
+	qw, ok := l.(ratelimit.QueueWatcher)
+	if !ok {
+		return nil
+	}
+	at := &watchLog{joined: make(chan struct{})}
+	if lease, err := qw.WaitWatched(bg, 1, at); err != nil || !lease.Acquired() {
+		return fmt.Errorf("WaitWatched(ctx, 1) on a new limiter: %v, %v; want a grant", lease, err)
+	}
+	if q, d := at.told(); len(q)+len(d) != 0 {
+		return fmt.Errorf("WaitWatched(ctx, 1) granted at once told its observer Queued %v, Dequeued %v; want nothing", q, d)
+	}
+
+	l = newL()
+	r, err := refuse(l, contractCapacity, 1)
+	if err != nil {
+		return err
+	}
+	w := &watchLog{joined: make(chan struct{})}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	type result struct {
+		lease ratelimit.Lease
+		err   error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		lease, err := l.(ratelimit.QueueWatcher).WaitWatched(ctx, 1, w)
+		done <- result{lease, err}
+	}()
+	select {
+	case <-w.joined:
+	case res := <-done:
+		if res.err == nil && res.lease.Acquired() && !r.held() {
+			return fmt.Errorf("%w: WaitWatched(ctx, 1) granted", errInconclusive)
+		}
+		return fmt.Errorf("WaitWatched(ctx, 1) with every permit taken returned %v, %v without telling its observer Queued", res.lease, res.err)
+	case <-time.After(2 * time.Second):
+		return fmt.Errorf("WaitWatched(ctx, 1) with every permit taken told its observer nothing within 2s")
+	}
+	cancel()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(2 * time.Second):
+		return fmt.Errorf("WaitWatched(ctx, 1) did not return within 2s of ctx's cancellation")
+	}
+	took := time.Since(start)
+	if res.err == nil && res.lease.Acquired() {
+		res.lease.Release()
+	}
+	q, d := w.told()
+	switch {
+	case len(q) != 1 || q[0] != 1:
+		return fmt.Errorf("a WaitWatched(ctx, 1) that queued told its observer Queued %v; want [1]", q)
+	case len(d) != 1:
+		return fmt.Errorf("a WaitWatched(ctx, 1) that queued, cancelled, told its observer Dequeued %d times before it returned; want once", len(d))
+	case d[0].permits != 1 || d[0].err != res.err || d[0].lease != res.lease:
+		return fmt.Errorf("Dequeued(%d, _, %v, %v); want Dequeued(1, _, %v, %v), what WaitWatched returned", d[0].permits, d[0].lease, d[0].err, res.lease, res.err)
+	case d[0].queued < 0 || d[0].queued > took+contractSlack:
+		return fmt.Errorf("Dequeued with %v queued, for a call that took %v", d[0].queued, took)
+	}
+	return nil
 }

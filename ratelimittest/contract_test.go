@@ -27,6 +27,8 @@ const (
 	overGrants               // Acquire checks and takes in two steps: goroutines overtake each other
 	shortRetryAfter          // a window's refusal reports half the wait
 	releaseFreesWindow       // Release of a window's lease gives its permits back
+	watchesAtOnce            // WaitWatched tells its observer of a Wait granted at once
+	watchForgetsEnd          // WaitWatched never tells its observer Dequeued
 )
 
 // newLease makes a lease whose Release calls rel (when not nil) with
@@ -120,6 +122,34 @@ func (s *faulty) Release(token uint64) {
 	}
 }
 
+// watched is faulty with a WaitWatched (a ratelimit.QueueWatcher) that
+// breaks the promise f.
+type watched struct{ *faulty }
+
+func newWatched(f fault) func(int64) ratelimit.Limiter {
+	return func(c int64) ratelimit.Limiter {
+		return watched{&faulty{f: f, capacity: c, leases: map[uint64]int64{}}}
+	}
+}
+
+func (s watched) WaitWatched(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+	lease, err := s.Acquire(ctx, permits)
+	if err != nil || lease.Acquired() {
+		if s.f == watchesAtOnce {
+			o.Queued(permits)
+			o.Dequeued(permits, 0, lease, err)
+		}
+		return lease, err
+	}
+	o.Queued(permits)
+	start := time.Now()
+	lease, err = s.Wait(ctx, permits)
+	if s.f != watchForgetsEnd {
+		o.Dequeued(permits, time.Since(start), lease, err)
+	}
+	return lease, err
+}
+
 // window is a fixed window limiter written outside limitkit: capacity
 // permits per window of 100ms, windows counted from its creation; f may
 // break one of its promises.
@@ -209,6 +239,7 @@ func TestLimiterOutsiders(t *testing.T) {
 	t.Parallel()
 	for name, f := range map[string]func(int64) ratelimit.Limiter{
 		"semaphore": newSemaphore, "faulty-sound": newFaulty(sound), "window": newWindow(sound),
+		"watched-sound": newWatched(sound),
 	} {
 		f := f
 		t.Run(name, func(t *testing.T) {
@@ -238,6 +269,8 @@ func TestLimiterCatches(t *testing.T) {
 		{"overGrants", newFaulty(overGrants), "HeldWithinCapacity"},
 		{"shortRetryAfter", newWindow(shortRetryAfter), "RetryAfterSuffices"},
 		{"releaseFreesWindow", newWindow(releaseFreesWindow), "ReleaseIsIdempotent"},
+		{"watchesAtOnce", newWatched(watchesAtOnce), "QueueWatcherReports"},
+		{"watchForgetsEnd", newWatched(watchForgetsEnd), "QueueWatcherReports"},
 	} {
 		c := c
 		t.Run(c.name, func(t *testing.T) {

@@ -744,14 +744,28 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 // 0) waits, the same way but never reserving and whatever the queue limit,
 // until at least one permit is available, and takes nothing.
 func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return l.WaitWatched(ctx, permits, nil)
+}
+
+// WaitWatched is Wait, telling o (when not nil) of the time the call spends
+// queued, as ratelimit.QueueWatcher says: from its first sleep to its
+// answer. A call answered by its first round trip tells o nothing.
+func (l *Limiter) WaitWatched(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	if err := base.CheckPermits(permits, l.params().capacity); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
+	q := base.Queueing[ratelimit.Lease]{O: o, Permits: permits}
+	lease, err := l.wait(ctx, permits, &q)
+	return q.Leave(l.localNow, lease, err)
+}
+
+// wait is Wait after its arguments were checked.
+func (l *Limiter) wait(ctx context.Context, permits int, q *base.Queueing[ratelimit.Lease]) (ratelimit.Lease, error) {
 	if l.reserves && !l.params().unlimited && permits > 0 {
-		return l.reserve(ctx, int64(permits))
+		return l.reserve(ctx, int64(permits), q)
 	}
 	backoff := time.Millisecond
 	for {
@@ -774,7 +788,7 @@ func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 		if deadline, ok := ctx.Deadline(); ok {
 			d = min(d, max(l.until(deadline), 0))
 		}
-		if lease, err := l.sleep(ctx, d, permits); err != nil || lease.Reason() == ratelimit.ReasonClosed {
+		if lease, err := l.sleep(ctx, d, q); err != nil || lease.Reason() == ratelimit.ReasonClosed {
 			return lease, err
 		}
 	}
@@ -794,7 +808,7 @@ func (l *Limiter) refusedAs(lease ratelimit.Lease, r ratelimit.Reason) ratelimit
 // reservation is due at the instant Acquire would grant them, and never
 // before the reservations made earlier (the key's horizon): waiters are
 // served in arrival order.
-func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error) {
+func (l *Limiter) reserve(ctx context.Context, p int64, q *base.Queueing[ratelimit.Lease]) (ratelimit.Lease, error) {
 	if l.isClosed() {
 		return ratelimit.Lease{}, ratelimit.ErrClosed
 	}
@@ -819,7 +833,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64) (ratelimit.Lease, error)
 		l.remember(time.Time{}, p, r, nil) // a grant: the remembered refusal is forgotten
 		return l.lease(r, p, 0, ratelimit.ReasonNone), nil
 	}
-	lease, err := l.sleep(ctx, r.retryAfter, int(p))
+	lease, err := l.sleep(ctx, r.retryAfter, q)
 	if err != nil || lease.Reason() == ratelimit.ReasonClosed {
 		// Give the reserved tokens back; the caller's ctx may be done.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.o.timeout, time.Second))
@@ -894,7 +908,8 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 
 // sleep waits d on the limiter's clock; it returns ctx.Err() when ctx ends
 // and a ReasonClosed refusal when the limiter is closed.
-func (l *Limiter) sleep(ctx context.Context, d time.Duration, permits int) (ratelimit.Lease, error) {
+func (l *Limiter) sleep(ctx context.Context, d time.Duration, q *base.Queueing[ratelimit.Lease]) (ratelimit.Lease, error) {
+	q.Join(l.localNow)
 	done := make(chan struct{})
 	var t ratelimit.Timer
 	if l.o.clock != nil {
