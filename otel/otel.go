@@ -273,6 +273,7 @@ type Recorder struct {
 	queued   atomic.Int64
 	held     atomic.Int64
 	failures atomic.Int64
+	hooked   atomic.Bool // RedisFailures was called: failures are counted through it only
 
 	timed  bool // time the calls (Redis backend)
 	leases bool // track the leases (concurrency)
@@ -383,7 +384,7 @@ func newRecorder(o *options) (*Recorder, error) {
 		metric.WithDescription("Concurrency leases granted and not yet released."))
 	keep(err)
 	r.failuresObs, err = m.Int64ObservableCounter(BackendFailuresName, metric.WithUnit("{failure}"),
-		metric.WithDescription("Calls the backend could not answer: errors wrapping redis.ErrUnavailable and refusals with reason unavailable."))
+		metric.WithDescription("Calls the backend could not answer: every failed Redis call with Recorder.RedisFailures, else errors wrapping redis.ErrUnavailable and refusals with reason unavailable."))
 	keep(err)
 	r.timeInQueue, err = m.Float64Histogram(TimeInQueueName, metric.WithUnit("s"),
 		metric.WithDescription("Time the Wait calls that queued spent in the queue, from joining it to their answer, by result."),
@@ -465,7 +466,7 @@ func (r *Recorder) record(lease ratelimit.Lease, err error, permits int) {
 		reason = ratelimit.ReasonLimit
 	}
 	r.counts[outRefused+int(reason-reasonFirst)].Add(1)
-	if reason == ratelimit.ReasonUnavailable {
+	if reason == ratelimit.ReasonUnavailable && !r.hooked.Load() {
 		r.failures.Add(1)
 	}
 }
@@ -473,9 +474,22 @@ func (r *Recorder) record(lease ratelimit.Lease, err error, permits int) {
 func (r *Recorder) recordError(err error) {
 	i := errorIndex(err)
 	r.counts[outError+i].Add(1)
-	if errorTypes[i] == "unavailable" {
+	if errorTypes[i] == "unavailable" && !r.hooked.Load() {
 		r.failures.Add(1)
 	}
+}
+
+// RedisFailures returns the function to give redis.WithOnFailure when
+// making the Redis limiters that record on r: ratelimit.backend.failures
+// then counts every call they could not answer, whatever their failure
+// policy, FailOpen grants and the fallback's answers (WithFallback)
+// included, which a wrapper cannot tell from Redis's own answers. Without
+// it, the failures counted are those the answers show: errors wrapping
+// redis.ErrUnavailable and refusals with ratelimit.ReasonUnavailable. Once
+// RedisFailures is called, r counts failures through the function only.
+func (r *Recorder) RedisFailures() func(error) {
+	r.hooked.Store(true)
+	return func(error) { r.failures.Add(1) }
 }
 
 // resultIndex is 0 for a grant, 1 for a refusal, 2 for an error.

@@ -126,6 +126,7 @@ type options struct {
 	fallback   ratelimit.Limiter
 	timeout    time.Duration
 	leaseTTL   time.Duration
+	onFailure  func(error)
 }
 
 // WithPrefix sets the key prefix; the default is "ratelimit:". It must not
@@ -138,6 +139,16 @@ func WithFailurePolicy(p FailurePolicy) Option { return func(o *options) { o.pol
 
 // WithFallback answers from a local limiter (memory.New, say) while Redis fails.
 func WithFallback(l ratelimit.Limiter) Option { return func(o *options) { o.fallback = l } }
+
+// WithOnFailure calls f with the error of each call to Redis that failed
+// (a network error, the limiter's timeout, an error reply) in Acquire,
+// Wait and Refund, before the failure policy answers the caller; a call
+// whose caller's ctx ended is not a failure. It is called whatever the
+// policy, so that what a caller cannot see is counted too: a FailOpen
+// grant, and an answer of the fallback (WithFallback). f runs on the
+// caller's goroutine; it must be quick and must not call the limiter. The
+// otel module's Recorder.RedisFailures is one.
+func WithOnFailure(f func(error)) Option { return func(o *options) { o.onFailure = f } }
 
 // DefaultTimeout is the bound on each call to Redis when WithTimeout is not
 // given.
@@ -718,11 +729,19 @@ func (l *Limiter) lease(r reply, p int64, n uint64, reason ratelimit.Reason) rat
 	return backend.Grant(&l.params().infos[0], d, uint64(max(r.extra, 0)))
 }
 
+// failed tells WithOnFailure's function of a failed call.
+func (l *Limiter) failed(err error) {
+	if l.o.onFailure != nil {
+		l.o.onFailure(err)
+	}
+}
+
 // fail applies the failure policy to a Redis error.
 func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.Limiter) (ratelimit.Lease, error)) (ratelimit.Lease, error) {
 	if ctx.Err() != nil {
 		return ratelimit.Lease{}, ctx.Err()
 	}
+	l.failed(err)
 	if l.o.fallback != nil {
 		return fallback(l.o.fallback)
 	}
@@ -900,6 +919,7 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		l.failed(err)
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	l.refusal.Store(nil) // permits came back: a cached refusal may be wrong
