@@ -166,7 +166,7 @@ func TestMemoryCounts(t *testing.T) {
 		{inQueue, with("ratelimit.result=acquired"), 1},
 		{inQueue, with("ratelimit.result=refused"), 1}, // closed
 		{inQueue, with("ratelimit.result=error"), 1},   // cancelled while queued
-		{active, nil, 0},                               // not a concurrency limiter: no leases tracked
+		{active, nil, 0}, // not a concurrency limiter: no leases tracked
 		{leaseDur, nil, 0},
 		{backDur, nil, 0},
 		{failures, nil, 0},
