@@ -37,8 +37,10 @@ func Memory(opts ...memory.Option) Backend {
 
 // Redis is the backend of limiters in Redis (redis.NewFactory), shared by
 // every process on the same Redis: a policy's keys are
-// "limitkit:limit:" + name + ":{" + key + "}" + the algorithm's suffix (a
-// global policy's key is "global"). They stay the same across a change of
+// "limitkit:limit:" + name + ":" + its key kind (Policy.Key) + ":{" + key +
+// "}" + the algorithm's suffix (a global policy's key is "global"), so that
+// a change of key kind starts on keys of its own (a user named "global"
+// never hands its count to a new global limit). They stay the same across a change of
 // configuration, which Redis applies in place, carrying the state over
 // (see redis.Limiter.Reconfigure), also of a window's length or a bucket's
 // refill, or of a sliding window's form (weighted or segmented: both forms
@@ -48,7 +50,7 @@ func Memory(opts ...memory.Option) Backend {
 // redis.WithPrefix among them is overridden.
 func Redis(client goredis.UniversalClient, opts ...redis.Option) Backend {
 	return func(p Policy) (Factory, error) {
-		o := append(opts[:len(opts):len(opts)], redis.WithPrefix("limitkit:limit:"+p.Name+":"))
+		o := append(opts[:len(opts):len(opts)], redis.WithPrefix("limitkit:limit:"+p.Name+":"+p.Key+":"))
 		return redis.NewFactory(client, p.Config, o...)
 	}
 }

@@ -464,7 +464,7 @@ func TestRegistryRedisLayoutChange(t *testing.T) {
 		t.Errorf("%d grants in the new window, want 2 (3 carried of 5)", got)
 	}
 	keys, _ := c.Keys(ctx, "limitkit:limit:p:*").Result()
-	if want := []string{"limitkit:limit:p:{u}:fw"}; !slices.Equal(keys, want) {
+	if want := []string{"limitkit:limit:p:user:{u}:fw"}; !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)
 	}
 
@@ -495,7 +495,7 @@ func TestRegistryRedisLayoutChange(t *testing.T) {
 	}
 	keys, _ = c.Keys(ctx, "limitkit:limit:p:*").Result()
 	slices.Sort(keys)
-	if want := []string{"limitkit:limit:p:{u}:fw", "limitkit:limit:p:{u}:sgc", "limitkit:limit:p:{u}:sgc:m"}; !slices.Equal(keys, want) {
+	if want := []string{"limitkit:limit:p:user:{u}:fw", "limitkit:limit:p:user:{u}:sgc", "limitkit:limit:p:user:{u}:sgc:m"}; !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)
 	}
 	// And back: the log's count is held once, its keys deleted.
@@ -510,7 +510,34 @@ func TestRegistryRedisLayoutChange(t *testing.T) {
 	}
 	keys, _ = c.Keys(ctx, "limitkit:limit:p:*").Result()
 	slices.Sort(keys)
-	if want := []string{"limitkit:limit:p:{u}:fw", "limitkit:limit:p:{u}:sw"}; !slices.Equal(keys, want) {
+	if want := []string{"limitkit:limit:p:user:{u}:fw", "limitkit:limit:p:user:{u}:sw"}; !slices.Equal(keys, want) {
+		t.Errorf("keys %v, want %v", keys, want)
+	}
+}
+
+// On Redis, a change of a policy's key kind starts on keys of its own: a
+// user named "global" whose count is spent hands nothing to the global
+// limit the policy becomes, nor does the global limit to an IP named
+// "global" when it becomes per IP again.
+func TestRegistryRedisKeyKindChange(t *testing.T) {
+	ctx := context.Background()
+	_, c := newMiniStore(t)
+	s := NewMemoryStore()
+	s.Create(ctx, window("p", 3, "user", "web"), "a")
+	r := newRegistry(t, s, Options{Backend: Redis(c)})
+	if got := grants(t, r, "p", "global", "web", 5); got != 3 {
+		t.Fatalf("%d grants to the user named global, want 3", got)
+	}
+	for i, kind := range []string{Global, "ip"} {
+		v := update(t, s, window("p", 3, kind, "web")).Version
+		waitFor(t, time.Second, "the update", applied(r, "p", v))
+		if got := grants(t, r, "p", "global", "web", 5); got != 3 {
+			t.Errorf("change %d, to key %q: %d grants, want 3 (a count of its own)", i, kind, got)
+		}
+	}
+	keys, _ := c.Keys(ctx, "limitkit:limit:p:*").Result()
+	slices.Sort(keys)
+	if want := []string{"limitkit:limit:p:global:{global}:fw", "limitkit:limit:p:ip:{global}:fw", "limitkit:limit:p:user:{global}:fw"}; !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)
 	}
 }
