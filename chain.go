@@ -173,16 +173,16 @@ func (c *ChainLimiter) Refund(ctx context.Context, lease Lease, permits int) err
 
 // Wait takes permits from every limiter, sleeping while any refuses.
 func (c *ChainLimiter) Wait(ctx context.Context, permits int) (Lease, error) {
-	return c.WaitWatched(ctx, permits, nil)
+	return c.WaitObserved(ctx, permits, nil)
 }
 
-// WaitWatched is Wait, telling o (when not nil) of the time the call spends
-// sleeping or waiting in a member's queue, as QueueWatcher says.
-func (c *ChainLimiter) WaitWatched(ctx context.Context, permits int, o QueueObserver) (Lease, error) {
+// WaitObserved is Wait, telling o (when not nil) of the time the call spends
+// sleeping or waiting in a member's queue, as ObservableWaiter says.
+func (c *ChainLimiter) WaitObserved(ctx context.Context, permits int, o QueueObserver) (Lease, error) {
 	if err := c.check(ctx, permits); err != nil {
 		return Lease{}, err
 	}
-	q := base.Queueing[Lease]{O: o, Permits: permits}
+	q := base.Queueing[Lease]{O: o, Ctx: ctx, Permits: permits}
 	lease, err := c.wait(ctx, permits, &q)
 	return q.Leave(c.now, lease, err)
 }
@@ -196,8 +196,7 @@ func (c *ChainLimiter) wait(ctx context.Context, permits int, q *base.Queueing[L
 		}
 		d, known := lease.RetryAfter()
 		if !known { // permits come back on Release: wait for them in that limiter's queue
-			q.Join(c.now)
-			held, err := refuser.Wait(ctx, permits)
+			held, err := c.waitIn(ctx, refuser, permits, q)
 			if err != nil || !held.Acquired() {
 				return held, err
 			}
@@ -206,7 +205,9 @@ func (c *ChainLimiter) wait(ctx context.Context, permits int, q *base.Queueing[L
 			if deadline, ok := ctx.Deadline(); ok && deadline.Sub(c.now()) < d {
 				return Lease(leases.New(false, uint8(ReasonDeadline), lease.Limit(), lease.Remaining(), d, lease.ResetAfter(), nil, 0)), nil
 			}
-			q.Join(c.now)
+			if d > 0 {
+				q.Join(c.now)
+			}
 			if err := base.Sleep(ctx, c.clock, d); err != nil {
 				return Lease{}, err
 			}
@@ -216,6 +217,30 @@ func (c *ChainLimiter) wait(ctx context.Context, permits int, q *base.Queueing[L
 		}
 	}
 }
+
+// waitIn waits for permits in member m's queue: the chain has queued once
+// m has (or, when m cannot tell, once the chain waits on it).
+func (c *ChainLimiter) waitIn(ctx context.Context, m Limiter, permits int, q *base.Queueing[Lease]) (Lease, error) {
+	if q.O == nil {
+		return m.Wait(ctx, permits)
+	}
+	if ow, ok := m.(ObservableWaiter); ok {
+		return ow.WaitObserved(ctx, permits, joining{q, c.now})
+	}
+	q.Join(c.now)
+	return m.Wait(ctx, permits)
+}
+
+// joining is the observer of a chain's Wait in a member's queue: the
+// member's queueing is the chain's, which leaves the queue later.
+type joining struct {
+	q   *base.Queueing[Lease]
+	now func() time.Time
+}
+
+func (j joining) Queued(context.Context, int) { j.q.Join(j.now) }
+
+func (j joining) Dequeued(context.Context, int, time.Duration, Lease, error) {}
 
 // chainGrant is what a chain's granted lease holds: the leases of its
 // members, in order. Its Release releases them in reverse order (each is

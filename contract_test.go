@@ -1,6 +1,8 @@
 package ratelimit_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,5 +45,59 @@ func TestContract(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// observed is a QueueObserver that counts what it is told.
+type observed struct {
+	mu       sync.Mutex
+	queued   int
+	dequeued []ratelimit.Reason
+}
+
+func (o *observed) Queued(context.Context, int) { o.mu.Lock(); o.queued++; o.mu.Unlock() }
+
+func (o *observed) Dequeued(_ context.Context, _ int, _ time.Duration, lease ratelimit.Lease, _ error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.dequeued = append(o.dequeued, lease.Reason())
+}
+
+// A Chain waits in a member's queue as the member does: when the member
+// refuses at once (its queue is full), the chain's observer is told
+// nothing; when the member queues the call, the observer is told once.
+func TestChainObservedInMemberQueue(t *testing.T) {
+	ctx := context.Background()
+	m, err := memory.New(concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c := ratelimit.Chain(m)
+	held, err := c.Acquire(ctx, 1)
+	if err != nil || !held.Acquired() {
+		t.Fatal(held, err)
+	}
+	var first observed
+	waiter := make(chan ratelimit.Lease, 1)
+	go func() { lease, _ := c.WaitObserved(ctx, 1, &first); waiter <- lease }()
+	for m.Stats().Queued == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	var second observed
+	if lease, err := c.WaitObserved(ctx, 1, &second); err != nil || lease.Reason() != ratelimit.ReasonQueueFull {
+		t.Fatalf("with the member's queue full: %v, %v; want a refusal (queue full)", lease, err)
+	}
+	if second.queued != 0 || len(second.dequeued) != 0 {
+		t.Errorf("refused at once, yet told Queued %d times, Dequeued %v", second.queued, second.dequeued)
+	}
+	held.Release()
+	if lease := <-waiter; !lease.Acquired() {
+		t.Fatalf("the queued Wait: %v", lease)
+	} else {
+		lease.Release()
+	}
+	if first.queued != 1 || len(first.dequeued) != 1 || first.dequeued[0] != ratelimit.ReasonNone {
+		t.Errorf("queued in the member, told Queued %d times, Dequeued %v; want once each, a grant", first.queued, first.dequeued)
 	}
 }

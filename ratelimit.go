@@ -112,30 +112,35 @@ type Refunder interface {
 	Refund(ctx context.Context, lease Lease, permits int) error
 }
 
-// QueueWatcher is a limiter whose Wait can report the calls that queue, to
-// a QueueObserver: what metrics of the time spent queued need (the otel
+// ObservableWaiter is a limiter whose Wait can tell a QueueObserver of the
+// calls that queue: what metrics of the time spent queued need (the otel
 // module's wrapper uses it), since a Wait answered at once cannot be told
-// apart from outside without reading the clock twice. Every limiter of
-// this module with a Wait queue implements it (memory, redis, FromRate).
-type QueueWatcher interface {
-	// WaitWatched is Wait. When the call joins the queue (it cannot be
+// apart from outside without reading the clock twice. The limiters of this
+// module that can make a Wait wait implement it: memory, redis, FromRate,
+// Chain, and partitioned's (For, Shared, NoLimit) and shadow's wrappers.
+// A type that embeds one of them and changes its Wait must change (or
+// hide) WaitObserved too, or its callers' observers bypass that Wait.
+type ObservableWaiter interface {
+	// WaitObserved is Wait. When the call joins the queue (it cannot be
 	// answered at once: memory queues it, Redis and FromRate sleep), it
-	// calls o.Queued; when it leaves the queue, o.Dequeued with what it
-	// is about to return. Both are called in the calling goroutine, before
-	// WaitWatched returns, and neither when the call is answered without
-	// queueing (a grant at once, a refusal at once, an error).
-	WaitWatched(ctx context.Context, permits int, o QueueObserver) (Lease, error)
+	// calls o.Queued; when it leaves it, o.Dequeued with what it is about
+	// to return. Both are called in the calling goroutine, with its ctx,
+	// before WaitObserved returns; neither is called when the call is
+	// answered without queueing (a grant at once, a refusal at once such
+	// as ReasonQueueFull or ReasonDeadline, an error).
+	WaitObserved(ctx context.Context, permits int, o QueueObserver) (Lease, error)
 }
 
-// QueueObserver is told of the Waits that queue (see QueueWatcher).
+// QueueObserver is told of the Waits that queue (see ObservableWaiter).
+// Its methods must be quick and must not call the limiter.
 type QueueObserver interface {
 	// Queued is called when a Wait for permits joins the queue.
-	Queued(permits int)
+	Queued(ctx context.Context, permits int)
 	// Dequeued is called when that Wait leaves the queue, after spending
 	// queued there (on the limiter's clock), with what the Wait returns: a
 	// grant, a refusal (evicted, closed, a new configuration's), or an
 	// error (ctx's, or a backend failure).
-	Dequeued(permits int, queued time.Duration, lease Lease, err error)
+	Dequeued(ctx context.Context, permits int, queued time.Duration, lease Lease, err error)
 }
 
 // QueueOrder says which waiter is served first when permits come back.

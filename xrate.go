@@ -143,12 +143,12 @@ func (x *xrate) Acquire(ctx context.Context, permits int) (Lease, error) {
 }
 
 func (x *xrate) Wait(ctx context.Context, permits int) (Lease, error) {
-	return x.WaitWatched(ctx, permits, nil)
+	return x.WaitObserved(ctx, permits, nil)
 }
 
-// WaitWatched is Wait, telling o (when not nil) of the time the call sleeps
-// for its reservation, or for a token (permits == 0), as QueueWatcher says.
-func (x *xrate) WaitWatched(ctx context.Context, permits int, o QueueObserver) (Lease, error) {
+// WaitObserved is Wait, telling o (when not nil) of the time the call sleeps
+// for its reservation, or for a token (permits == 0), as ObservableWaiter says.
+func (x *xrate) WaitObserved(ctx context.Context, permits int, o QueueObserver) (Lease, error) {
 	now, err := x.check(ctx, permits)
 	if err != nil {
 		return Lease{}, err
@@ -156,7 +156,7 @@ func (x *xrate) WaitWatched(ctx context.Context, permits int, o QueueObserver) (
 	if x.l.Limit() == rate.Inf {
 		return x.unlimited(), nil
 	}
-	q := base.Queueing[Lease]{O: o, Permits: permits}
+	q := base.Queueing[Lease]{O: o, Ctx: ctx, Permits: permits}
 	if permits == 0 {
 		lease, err := x.waitStatus(ctx, &q)
 		return q.Leave(time.Now, lease, err)

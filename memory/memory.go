@@ -35,10 +35,10 @@ import (
 
 // Limiter is an in-memory limiter. Besides ratelimit.Limiter it reports
 // Stats, how long it has been idle, takes grants back (Refund), reports the
-// Waits that queue (ratelimit.QueueWatcher), and can be closed.
+// Waits that queue (ratelimit.ObservableWaiter), and can be closed.
 type Limiter interface {
 	ratelimit.Limiter
-	ratelimit.QueueWatcher
+	ratelimit.ObservableWaiter
 	// Refund takes back a grant of permits this limiter made, as
 	// ratelimit.Refunder says; for a concurrency lease it is Release. ctx
 	// is not read: nothing here waits.
@@ -445,12 +445,12 @@ func (l *limiter[S]) acquireSlow(p int64) (ratelimit.Lease, error) {
 // queues (behind the waiters already there) whatever the queue limit,
 // since it holds no permits.
 func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	return l.WaitWatched(ctx, permits, nil)
+	return l.WaitObserved(ctx, permits, nil)
 }
 
-// WaitWatched is Wait, telling o (when not nil) of the time the call spends
-// in the queue, as ratelimit.QueueWatcher says.
-func (l *limiter[S]) WaitWatched(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+// WaitObserved is Wait, telling o (when not nil) of the time the call spends
+// in the queue, as ratelimit.ObservableWaiter says.
+func (l *limiter[S]) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	c := l.conf()
 	if permits < 0 || int64(permits) > c.capacity {
 		if err := l.checkPermits(permits); err != nil {
@@ -480,9 +480,9 @@ func (l *limiter[S]) WaitWatched(ctx context.Context, permits int, o ratelimit.Q
 	if o == nil {
 		return l.await(ctx, w)
 	}
-	o.Queued(permits)
+	o.Queued(ctx, permits)
 	lease, err = l.await(ctx, w)
-	o.Dequeued(permits, time.Duration(max(l.now()-w.at, 0)), lease, err)
+	o.Dequeued(ctx, permits, time.Duration(max(l.now()-w.at, 0)), lease, err)
 	return lease, err
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/limitkit/ratelimit/redis"
 )
 
-// With Recorder.RedisFailures given to redis.WithOnFailure, every call
+// With Recorder.CountRedisFailures given to redis.WithOnFailure, every call
 // Redis could not answer is counted once, whatever the failure policy:
 // FailOpen's grants and the fallback's answers too, which the answers do
 // not show (without the hook they are not counted), and an error or a
@@ -50,7 +50,7 @@ func TestRedisFailuresHook(t *testing.T) {
 		t.Cleanup(func() { rec.Close() })
 		opts := append(s.opts, redis.WithTimeout(time.Second))
 		if s.hook {
-			opts = append(opts, redis.WithOnFailure(rec.RedisFailures()))
+			opts = append(opts, redis.WithOnFailure(rec.CountRedisFailures()))
 		}
 		l, err := redis.New(client, "otel-failures:"+s.policy, cfg, opts...)
 		if err != nil {

@@ -20,7 +20,7 @@ import (
 // Chain gives its grants back), io.Closer and Stats.
 type Limiter struct {
 	l     ratelimit.Limiter
-	qw    ratelimit.QueueWatcher // l, when it reports the Waits that queue
+	ow    ratelimit.ObservableWaiter // l, when it reports the Waits that queue
 	r     *Recorder
 	owned bool // Close closes r too (New made it)
 }
@@ -55,8 +55,8 @@ func (r *Recorder) Wrap(l ratelimit.Limiter) *Limiter {
 	if l == nil {
 		return nil
 	}
-	qw, _ := l.(ratelimit.QueueWatcher)
-	return &Limiter{l: l, qw: qw, r: r}
+	ow, _ := l.(ratelimit.ObservableWaiter)
+	return &Limiter{l: l, ow: ow, r: r}
 }
 
 // ForKey wraps the limiters that newLimiter makes, for partitioned.Config's
@@ -110,7 +110,7 @@ func (w *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 }
 
 // Wait is the wrapped limiter's Wait, recorded. When the wrapped limiter is
-// a ratelimit.QueueWatcher (every limiter of limitkit with a queue), only
+// a ratelimit.ObservableWaiter (every limiter of limitkit with a queue), only
 // the calls that queue are counted by ratelimit.queued_requests while they
 // wait, and their time in the queue recorded by
 // ratelimit.request.time_in_queue; a call answered at once costs what an
@@ -120,14 +120,14 @@ func (w *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 	r := w.r
 	var lease ratelimit.Lease
 	var err error
-	if w.qw != nil {
-		lease, err = w.qw.WaitWatched(ctx, permits, (*queueObserver)(r))
+	if w.ow != nil {
+		lease, err = w.ow.WaitObserved(ctx, permits, (*queueObserver)(r))
 	} else {
-		o := (*queueObserver)(r)
-		o.Queued(permits)
+		o, octx := (*queueObserver)(r), nonNil(ctx)
+		o.Queued(octx, permits)
 		start := monotonic()
 		lease, err = w.l.Wait(ctx, permits)
-		o.Dequeued(permits, monotonic()-start, lease, err)
+		o.Dequeued(octx, permits, monotonic()-start, lease, err)
 	}
 	r.record(lease, err, permits)
 	return r.hold(lease, err, permits), err
@@ -136,10 +136,12 @@ func (w *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 // queueObserver is a Recorder as the ratelimit.QueueObserver of Waits.
 type queueObserver Recorder
 
-func (o *queueObserver) Queued(int) { o.queued.Add(1) }
+func (o *queueObserver) Queued(context.Context, int) { o.queued.Add(1) }
 
-func (o *queueObserver) Dequeued(_ int, d time.Duration, lease ratelimit.Lease, err error) {
-	o.timeInQueue.Record(context.Background(), d.Seconds(), o.waitOpts[resultIndex(lease, err)]...)
+// Dequeued records with the Wait's ctx: the SDK takes exemplars (the trace
+// of the request that waited) from it.
+func (o *queueObserver) Dequeued(ctx context.Context, _ int, d time.Duration, lease ratelimit.Lease, err error) {
+	o.timeInQueue.Record(ctx, d.Seconds(), o.waitOpts[resultIndex(lease, err)]...)
 	o.queued.Add(-1)
 }
 

@@ -19,7 +19,7 @@
 // reported by the OpenTelemetry SDK's collection (asynchronous instruments),
 // so that recording a decision of Acquire costs one atomic addition and
 // allocates nothing; a Wait answered at once costs the same (the limiter
-// says which Waits queue: ratelimit.QueueWatcher). Durations (time in the
+// says which Waits queue: ratelimit.ObservableWaiter). Durations (time in the
 // queue, concurrency leases, Redis calls) are histograms, recorded as they
 // end.
 //
@@ -273,7 +273,7 @@ type Recorder struct {
 	queued   atomic.Int64
 	held     atomic.Int64
 	failures atomic.Int64
-	hooked   atomic.Bool // RedisFailures was called: failures are counted through it only
+	hooked   atomic.Bool // CountRedisFailures was called: failures are counted through it only
 
 	timed  bool // time the calls (Redis backend)
 	leases bool // track the leases (concurrency)
@@ -384,7 +384,7 @@ func newRecorder(o *options) (*Recorder, error) {
 		metric.WithDescription("Concurrency leases granted and not yet released."))
 	keep(err)
 	r.failuresObs, err = m.Int64ObservableCounter(BackendFailuresName, metric.WithUnit("{failure}"),
-		metric.WithDescription("Calls the backend could not answer: every failed Redis call with Recorder.RedisFailures, else errors wrapping redis.ErrUnavailable and refusals with reason unavailable."))
+		metric.WithDescription("Calls the backend could not answer: every failed Redis call with Recorder.CountRedisFailures, else errors wrapping redis.ErrUnavailable and refusals with reason unavailable."))
 	keep(err)
 	r.timeInQueue, err = m.Float64Histogram(TimeInQueueName, metric.WithUnit("s"),
 		metric.WithDescription("Time the Wait calls that queued spent in the queue, from joining it to their answer, by result."),
@@ -479,15 +479,17 @@ func (r *Recorder) recordError(err error) {
 	}
 }
 
-// RedisFailures returns the function to give redis.WithOnFailure when
+// CountRedisFailures makes r count the backend failures through the
+// function it returns, to give redis.WithOnFailure when
 // making the Redis limiters that record on r: ratelimit.backend.failures
 // then counts every call they could not answer, whatever their failure
 // policy, FailOpen grants and the fallback's answers (WithFallback)
 // included, which a wrapper cannot tell from Redis's own answers. Without
 // it, the failures counted are those the answers show: errors wrapping
 // redis.ErrUnavailable and refusals with ratelimit.ReasonUnavailable. Once
-// RedisFailures is called, r counts failures through the function only.
-func (r *Recorder) RedisFailures() func(error) {
+// CountRedisFailures is called, r counts failures through the function
+// only.
+func (r *Recorder) CountRedisFailures() func(error) {
 	r.hooked.Store(true)
 	return func(error) { r.failures.Add(1) }
 }

@@ -75,7 +75,9 @@ func waitAsync(ctx context.Context, l ratelimit.Limiter, permits int) <-chan ans
 // reason a memory limiter gives, errors, a queued waiter; every count exact.
 func TestMemoryCounts(t *testing.T) {
 	m := newMeter(t)
-	clock := newClock()
+	// At a whole second, so that the window ends when the clock has moved a
+	// second on: the waiter then queued exactly a second.
+	clock := ratelimittest.NewClockAt(time.Now().Add(time.Hour).Truncate(time.Second))
 	ctx := context.Background()
 	cfg := fixedwindow.Config{Limit: 2, Window: time.Second, Queue: ratelimit.Queue{Limit: 1}}
 	// A Recorder of its own, which the limiter's Close does not unregister,

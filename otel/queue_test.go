@@ -1,13 +1,21 @@
 package otel_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/limitkit/ratelimit/concurrency"
+	limitotel "github.com/limitkit/ratelimit/otel"
+	"github.com/limitkit/ratelimit/shadow"
 )
 
 // waitQueued waits, for 5s at the most, until ratelimit.queued_requests
-// reads n: a Wait is counted once it has joined the queue, just after it
-// can be seen there (Stats, or the timer it arms).
+// reads n: a memory limiter's Wait is counted once it has joined the
+// queue, just after it can be seen there (Stats, or the timer it arms).
 func waitQueued(t *testing.T, m *meter, n int64) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; {
@@ -34,4 +42,61 @@ func checkSum(t *testing.T, points map[string][]point, name string, want float64
 	if sum != want {
 		t.Errorf("%s%v: sum %v s, want %v s", name, kv, sum, want)
 	}
+}
+
+// A queued Wait's time in the queue is recorded with the Wait's ctx: the
+// SDK keeps the trace of the request that waited as an exemplar.
+func TestTimeInQueueExemplar(t *testing.T) {
+	m := newMeter(t)
+	cfg := concurrency.Config{Limit: 1}
+	l := mustNew(t, mustMemory(t, cfg, newClock()), limitotel.WithMeterProvider(m), limitotel.WithConfig(cfg))
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	first, err := l.Acquire(ctx, 1)
+	if err != nil || !first.Acquired() {
+		t.Fatal(first, err)
+	}
+	waiter := waitAsync(ctx, l, 1)
+	waitQueued(t, m, 1)
+	first.Release()
+	a := <-waiter
+	if a.err != nil || !a.lease.Acquired() {
+		t.Fatal(a.lease, a.err)
+	}
+	a.lease.Release()
+	var rm metricdata.ResourceMetrics
+	if err := m.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			if mt.Name != inQueue {
+				continue
+			}
+			for _, p := range mt.Data.(metricdata.Histogram[float64]).DataPoints {
+				for _, e := range p.Exemplars {
+					found = found || trace.TraceID(e.TraceID) == sc.TraceID()
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no exemplar of the waiting request's trace on %s", inQueue)
+	}
+}
+
+// A shadow limiter's Wait never queues: recorded, it counts nothing in the
+// queue instruments, its refusal (granted in shadow) included.
+func TestShadowWaitNotQueued(t *testing.T) {
+	m := newMeter(t)
+	cfg := concurrency.Config{Limit: 1}
+	l := mustNew(t, shadow.New(mustMemory(t, cfg, newClock()), nil), limitotel.WithMeterProvider(m), limitotel.WithConfig(cfg))
+	ctx := context.Background()
+	for range 2 { // the second would wait, were it not in shadow mode
+		if lease, err := l.Wait(ctx, 1); err != nil || !lease.Acquired() {
+			t.Fatal(lease, err)
+		}
+	}
+	check(t, m.collect(t), []want{{inQueue, nil, 0}, {queued, nil, 0}, {requests, []string{"ratelimit.result=acquired"}, 2}})
 }

@@ -73,11 +73,13 @@ const (
 //     keeps nothing: the permits come back as if it had not been made.
 //   - HeldWithinCapacity: for concurrency limits, goroutines that take and
 //     release permits for 100ms never hold more than the capacity at once.
-//   - QueueWatcherReports: for a limiter that is a ratelimit.QueueWatcher,
-//     a WaitWatched granted at once tells its observer nothing; one for a
-//     permit while every permit is taken tells Queued(1) while it waits,
-//     and, cancelled then, Dequeued once, with what it returns, before it
-//     returns.
+//   - ObservableWaitReports: for a limiter that is a
+//     ratelimit.ObservableWaiter, a WaitObserved granted at once tells its
+//     observer nothing, nor does one refused at once (ReasonDeadline,
+//     ReasonQueueFull) for a deadline it cannot meet; one for a permit while
+//     every permit is taken tells Queued(1) while it waits, and, cancelled
+//     then, Dequeued once, with what it returns, before it returns; both
+//     with the call's ctx.
 //
 // The checks run on the real clock and take a few seconds for a limiter
 // whose permits come back within a second. They need permits, once taken,
@@ -107,7 +109,7 @@ var contractChecks = []struct {
 	{"ReleaseIsIdempotent", checkRelease},
 	{"CancelledWaitHoldsNothing", checkCancelledWait},
 	{"HeldWithinCapacity", checkHeldWithin},
-	{"QueueWatcherReports", checkQueueWatcher},
+	{"ObservableWaitReports", checkObservableWaiter},
 }
 
 // errInconclusive marks a check whose premise time spoilt.
@@ -436,6 +438,7 @@ type watchLog struct {
 	mu       sync.Mutex
 	queued   []int
 	dequeued []watchedEnd
+	foreign  int           // calls with a ctx other than the Wait's
 	joined   chan struct{} // closed at the first Queued
 }
 
@@ -446,91 +449,146 @@ type watchedEnd struct {
 	err     error
 }
 
-func (w *watchLog) Queued(permits int) {
+func newWatchLog() *watchLog { return &watchLog{joined: make(chan struct{})} }
+
+// watchKey marks the ctx of the Waits a watchLog observes.
+type watchKey struct{}
+
+func (w *watchLog) Queued(ctx context.Context, permits int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if ctx.Value(watchKey{}) != w {
+		w.foreign++
+	}
 	w.queued = append(w.queued, permits)
 	if len(w.queued) == 1 {
 		close(w.joined)
 	}
 }
 
-func (w *watchLog) Dequeued(permits int, queued time.Duration, lease ratelimit.Lease, err error) {
+func (w *watchLog) Dequeued(ctx context.Context, permits int, queued time.Duration, lease ratelimit.Lease, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if ctx.Value(watchKey{}) != w {
+		w.foreign++
+	}
 	w.dequeued = append(w.dequeued, watchedEnd{permits, queued, lease, err})
 }
 
 // told returns what w was told so far.
-func (w *watchLog) told() ([]int, []watchedEnd) {
+func (w *watchLog) told() ([]int, []watchedEnd, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return slices.Clone(w.queued), slices.Clone(w.dequeued)
+	return slices.Clone(w.queued), slices.Clone(w.dequeued), w.foreign
 }
 
-func checkQueueWatcher(newL func() ratelimit.Limiter) error {
+// nothing fails unless w was told nothing, of a WaitObserved described by what.
+func (w *watchLog) nothing(what string) error {
+	if q, d, _ := w.told(); len(q)+len(d) != 0 {
+		return fmt.Errorf("%s told its observer Queued %v, Dequeued %v; want nothing", what, q, d)
+	}
+	return nil
+}
+
+// once fails unless w was told, in ctx, Queued(1) once and then, before
+// the call returned, Dequeued once with what it returned (lease, err),
+// after a time in the queue within took.
+func (w *watchLog) once(lease ratelimit.Lease, err error, took time.Duration) error {
+	q, d, foreign := w.told()
+	switch {
+	case len(q) != 1 || q[0] != 1:
+		return fmt.Errorf("a WaitObserved(ctx, 1) that queued told its observer Queued %v; want [1]", q)
+	case len(d) != 1:
+		return fmt.Errorf("a WaitObserved(ctx, 1) that queued told its observer Dequeued %d times before it returned; want once", len(d))
+	case d[0].permits != 1 || d[0].err != err || d[0].lease != lease:
+		return fmt.Errorf("Dequeued(%d, _, %v, %v); want Dequeued(1, _, %v, %v), what WaitObserved returned", d[0].permits, d[0].lease, d[0].err, lease, err)
+	case d[0].queued < 0 || d[0].queued > took+contractSlack:
+		return fmt.Errorf("Dequeued with %v queued, for a call that took %v", d[0].queued, took)
+	case foreign != 0:
+		return fmt.Errorf("the observer was called %d times with a ctx other than WaitObserved's", foreign)
+	}
+	return nil
+}
+
+func checkObservableWaiter(newL func() ratelimit.Limiter) error {
 	l := newL()
-	qw, ok := l.(ratelimit.QueueWatcher)
+	ow, ok := l.(ratelimit.ObservableWaiter)
 	if !ok {
 		return nil
 	}
-	at := &watchLog{joined: make(chan struct{})}
-	if lease, err := qw.WaitWatched(bg, 1, at); err != nil || !lease.Acquired() {
-		return fmt.Errorf("WaitWatched(ctx, 1) on a new limiter: %v, %v; want a grant", lease, err)
+	w := newWatchLog()
+	if lease, err := ow.WaitObserved(context.WithValue(bg, watchKey{}, w), 1, w); err != nil || !lease.Acquired() {
+		return fmt.Errorf("WaitObserved(ctx, 1) on a new limiter: %v, %v; want a grant", lease, err)
 	}
-	if q, d := at.told(); len(q)+len(d) != 0 {
-		return fmt.Errorf("WaitWatched(ctx, 1) granted at once told its observer Queued %v, Dequeued %v; want nothing", q, d)
+	if err := w.nothing("WaitObserved(ctx, 1) granted at once"); err != nil {
+		return err
 	}
 
+	// Refused at once for its deadline: nothing to tell.
+	l = newL()
+	if _, err := refuse(l, contractCapacity, 1); err != nil {
+		return err
+	}
+	w = newWatchLog()
+	ctx, cancel := context.WithTimeout(context.WithValue(bg, watchKey{}, w), time.Millisecond)
+	start := time.Now()
+	lease, err := l.(ratelimit.ObservableWaiter).WaitObserved(ctx, 1, w)
+	took := time.Since(start)
+	cancel()
+	if r := lease.Reason(); err == nil && (r == ratelimit.ReasonDeadline || r == ratelimit.ReasonQueueFull) {
+		if err := w.nothing(fmt.Sprintf("WaitObserved(ctx, 1) refused at once (%v)", r)); err != nil {
+			return err
+		}
+	} else if q, _, _ := w.told(); len(q) != 0 {
+		if err := w.once(lease, err, took); err != nil {
+			return err
+		}
+	}
+
+	// Queued, then cancelled.
 	l = newL()
 	r, err := refuse(l, contractCapacity, 1)
 	if err != nil {
 		return err
 	}
-	w := &watchLog{joined: make(chan struct{})}
-	ctx, cancel := context.WithCancel(bg)
+	w = newWatchLog()
+	ctx, cancel = context.WithCancel(context.WithValue(bg, watchKey{}, w))
 	defer cancel()
 	type result struct {
 		lease ratelimit.Lease
 		err   error
 	}
 	done := make(chan result, 1)
-	start := time.Now()
+	start = time.Now()
 	go func() {
-		lease, err := l.(ratelimit.QueueWatcher).WaitWatched(ctx, 1, w)
+		lease, err := l.(ratelimit.ObservableWaiter).WaitObserved(ctx, 1, w)
 		done <- result{lease, err}
 	}()
-	select {
-	case <-w.joined:
-	case res := <-done:
-		if res.err == nil && res.lease.Acquired() && !r.held() {
-			return fmt.Errorf("%w: WaitWatched(ctx, 1) granted", errInconclusive)
-		}
-		return fmt.Errorf("WaitWatched(ctx, 1) with every permit taken returned %v, %v without telling its observer Queued", res.lease, res.err)
-	case <-time.After(2 * time.Second):
-		return fmt.Errorf("WaitWatched(ctx, 1) with every permit taken told its observer nothing within 2s")
-	}
-	cancel()
 	var res result
 	select {
-	case res = <-done:
+	case <-w.joined:
+		cancel()
+		select {
+		case res = <-done:
+		case <-time.After(2 * time.Second):
+			return fmt.Errorf("WaitObserved(ctx, 1) did not return within 2s of ctx's cancellation")
+		}
+	case res = <-done: // answered without waiting for ctx
+		if res.err == nil && res.lease.Acquired() {
+			res.lease.Release()
+			if !r.held() {
+				return fmt.Errorf("%w: WaitObserved(ctx, 1) granted", errInconclusive)
+			}
+		}
+		if q, _, _ := w.told(); len(q) == 0 {
+			return w.nothing("WaitObserved(ctx, 1) answered at once") // a limiter that does not queue
+		}
 	case <-time.After(2 * time.Second):
-		return fmt.Errorf("WaitWatched(ctx, 1) did not return within 2s of ctx's cancellation")
+		return fmt.Errorf("WaitObserved(ctx, 1) with every permit taken neither returned nor told its observer Queued within 2s")
 	}
-	took := time.Since(start)
+	took = time.Since(start)
 	if res.err == nil && res.lease.Acquired() {
 		res.lease.Release()
 	}
-	q, d := w.told()
-	switch {
-	case len(q) != 1 || q[0] != 1:
-		return fmt.Errorf("a WaitWatched(ctx, 1) that queued told its observer Queued %v; want [1]", q)
-	case len(d) != 1:
-		return fmt.Errorf("a WaitWatched(ctx, 1) that queued, cancelled, told its observer Dequeued %d times before it returned; want once", len(d))
-	case d[0].permits != 1 || d[0].err != res.err || d[0].lease != res.lease:
-		return fmt.Errorf("Dequeued(%d, _, %v, %v); want Dequeued(1, _, %v, %v), what WaitWatched returned", d[0].permits, d[0].lease, d[0].err, res.lease, res.err)
-	case d[0].queued < 0 || d[0].queued > took+contractSlack:
-		return fmt.Errorf("Dequeued with %v queued, for a call that took %v", d[0].queued, took)
-	}
-	return nil
+	return w.once(res.lease, res.err, took)
 }

@@ -27,8 +27,9 @@ const (
 	overGrants               // Acquire checks and takes in two steps: goroutines overtake each other
 	shortRetryAfter          // a window's refusal reports half the wait
 	releaseFreesWindow       // Release of a window's lease gives its permits back
-	watchesAtOnce            // WaitWatched tells its observer of a Wait granted at once
-	watchForgetsEnd          // WaitWatched never tells its observer Dequeued
+	watchesAtOnce            // WaitObserved tells its observer of a Wait granted at once
+	watchForgetsEnd          // WaitObserved never tells its observer Dequeued
+	watchForeignCtx          // WaitObserved tells its observer Dequeued with another ctx
 )
 
 // newLease makes a lease whose Release calls rel (when not nil) with
@@ -122,7 +123,7 @@ func (s *faulty) Release(token uint64) {
 	}
 }
 
-// watched is faulty with a WaitWatched (a ratelimit.QueueWatcher) that
+// watched is faulty with a WaitObserved (a ratelimit.ObservableWaiter) that
 // breaks the promise f.
 type watched struct{ *faulty }
 
@@ -132,20 +133,32 @@ func newWatched(f fault) func(int64) ratelimit.Limiter {
 	}
 }
 
-func (s watched) WaitWatched(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+func (s watched) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	lease, err := s.Acquire(ctx, permits)
 	if err != nil || lease.Acquired() {
 		if s.f == watchesAtOnce {
-			o.Queued(permits)
-			o.Dequeued(permits, 0, lease, err)
+			o.Queued(ctx, permits)
+			o.Dequeued(ctx, permits, 0, lease, err)
 		}
 		return lease, err
 	}
-	o.Queued(permits)
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < 10*time.Millisecond {
+		lease, _ := s.Acquire(ctx, permits) // refused at once for its deadline
+		if s.f == watchesAtOnce {
+			o.Queued(ctx, permits)
+			o.Dequeued(ctx, permits, 0, lease, nil)
+		}
+		return lease, nil
+	}
+	o.Queued(ctx, permits)
 	start := time.Now()
 	lease, err = s.Wait(ctx, permits)
-	if s.f != watchForgetsEnd {
-		o.Dequeued(permits, time.Since(start), lease, err)
+	switch s.f {
+	case watchForgetsEnd:
+	case watchForeignCtx:
+		o.Dequeued(context.Background(), permits, time.Since(start), lease, err)
+	default:
+		o.Dequeued(ctx, permits, time.Since(start), lease, err)
 	}
 	return lease, err
 }
@@ -269,8 +282,9 @@ func TestLimiterCatches(t *testing.T) {
 		{"overGrants", newFaulty(overGrants), "HeldWithinCapacity"},
 		{"shortRetryAfter", newWindow(shortRetryAfter), "RetryAfterSuffices"},
 		{"releaseFreesWindow", newWindow(releaseFreesWindow), "ReleaseIsIdempotent"},
-		{"watchesAtOnce", newWatched(watchesAtOnce), "QueueWatcherReports"},
-		{"watchForgetsEnd", newWatched(watchForgetsEnd), "QueueWatcherReports"},
+		{"watchesAtOnce", newWatched(watchesAtOnce), "ObservableWaitReports"},
+		{"watchForgetsEnd", newWatched(watchForgetsEnd), "ObservableWaitReports"},
+		{"watchForeignCtx", newWatched(watchForeignCtx), "ObservableWaitReports"},
 	} {
 		c := c
 		t.Run(c.name, func(t *testing.T) {

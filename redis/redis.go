@@ -142,12 +142,14 @@ func WithFallback(l ratelimit.Limiter) Option { return func(o *options) { o.fall
 
 // WithOnFailure calls f with the error of each call to Redis that failed
 // (a network error, the limiter's timeout, an error reply) in Acquire,
-// Wait and Refund, before the failure policy answers the caller; a call
-// whose caller's ctx ended is not a failure. It is called whatever the
+// Wait, Refund and a concurrency lease's Release (including the calls a
+// caller does not see: a cancelled reservation's refund), before the
+// failure policy answers the caller; a call whose caller's ctx ended is
+// not a failure, nor are the background renewals of concurrency leases. It is called whatever the
 // policy, so that what a caller cannot see is counted too: a FailOpen
 // grant, and an answer of the fallback (WithFallback). f runs on the
 // caller's goroutine; it must be quick and must not call the limiter. The
-// otel module's Recorder.RedisFailures is one.
+// otel module's Recorder.CountRedisFailures is one.
 func WithOnFailure(f func(error)) Option { return func(o *options) { o.onFailure = f } }
 
 // DefaultTimeout is the bound on each call to Redis when WithTimeout is not
@@ -763,20 +765,20 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 // 0) waits, the same way but never reserving and whatever the queue limit,
 // until at least one permit is available, and takes nothing.
 func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	return l.WaitWatched(ctx, permits, nil)
+	return l.WaitObserved(ctx, permits, nil)
 }
 
-// WaitWatched is Wait, telling o (when not nil) of the time the call spends
-// queued, as ratelimit.QueueWatcher says: from its first sleep to its
+// WaitObserved is Wait, telling o (when not nil) of the time the call spends
+// queued, as ratelimit.ObservableWaiter says: from its first sleep to its
 // answer. A call answered by its first round trip tells o nothing.
-func (l *Limiter) WaitWatched(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+func (l *Limiter) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	if err := base.CheckPermits(permits, l.params().capacity); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	q := base.Queueing[ratelimit.Lease]{O: o, Permits: permits}
+	q := base.Queueing[ratelimit.Lease]{O: o, Ctx: ctx, Permits: permits}
 	lease, err := l.wait(ctx, permits, &q)
 	return q.Leave(l.localNow, lease, err)
 }
@@ -837,7 +839,12 @@ func (l *Limiter) reserve(ctx context.Context, p int64, q *base.Queueing[ratelim
 	}
 	r, err := l.call(ctx, l.localNow(), opWait, p, maxWait)
 	if err != nil {
-		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Wait(ctx, int(p)) })
+		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) {
+			if ow, ok := f.(ratelimit.ObservableWaiter); ok && q.O != nil {
+				return ow.WaitObserved(ctx, int(p), q.O) // its queueing, told as its own
+			}
+			return f.Wait(ctx, int(p))
+		})
 	}
 	if !r.granted {
 		switch r.extra {
@@ -856,7 +863,9 @@ func (l *Limiter) reserve(ctx context.Context, p int64, q *base.Queueing[ratelim
 	if err != nil || lease.Reason() == ratelimit.ReasonClosed {
 		// Give the reserved tokens back; the caller's ctx may be done.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.o.timeout, time.Second))
-		l.call(rctx, l.localNow(), opCancel, p, 0)
+		if _, err := l.call(rctx, l.localNow(), opCancel, p, 0); err != nil {
+			l.failed(err)
+		}
 		cancel()
 		l.refusal.Store(nil) // the tokens came back
 		return lease, err
@@ -929,7 +938,6 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 // sleep waits d on the limiter's clock; it returns ctx.Err() when ctx ends
 // and a ReasonClosed refusal when the limiter is closed.
 func (l *Limiter) sleep(ctx context.Context, d time.Duration, q *base.Queueing[ratelimit.Lease]) (ratelimit.Lease, error) {
-	q.Join(l.localNow)
 	done := make(chan struct{})
 	var t ratelimit.Timer
 	if l.o.clock != nil {
@@ -938,6 +946,9 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, q *base.Queueing[r
 		t = time.AfterFunc(d, func() { close(done) })
 	}
 	defer t.Stop()
+	if d > 0 {
+		q.Join(l.localNow) // once the timer is armed
+	}
 	select {
 	case <-done:
 		return ratelimit.Lease{}, nil
@@ -1159,7 +1170,9 @@ func (h *holder) release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(h.l.o.timeout, 5*time.Second))
 	defer cancel()
-	h.l.call(ctx, h.l.localNow(), opRelease, h.permits, h.id) // on failure the holder expires after the lease TTL
+	if _, err := h.l.call(ctx, h.l.localNow(), opRelease, h.permits, h.id); err != nil {
+		h.l.failed(err) // the holder expires after the lease TTL
+	}
 }
 
 // Lease renewal: one renewer per client (the goredis.UniversalClient value)

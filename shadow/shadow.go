@@ -124,6 +124,12 @@ func (s *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 	return s.acquire(ctx, permits, true)
 }
 
+// WaitObserved is Wait (ratelimit.ObservableWaiter): a shadow limiter's
+// Wait never queues, so o is told nothing.
+func (s *Limiter) WaitObserved(ctx context.Context, permits int, _ ratelimit.QueueObserver) (ratelimit.Lease, error) {
+	return s.Wait(ctx, permits)
+}
+
 func (s *Limiter) acquire(ctx context.Context, permits int, wait bool) (ratelimit.Lease, error) {
 	if permits < 0 {
 		return ratelimit.Lease{}, base.CheckPermits(permits, math.MaxInt64)
@@ -228,7 +234,8 @@ func (s *Limiter) Close() error {
 }
 
 var (
-	_ ratelimit.Idler    = (*Limiter)(nil)
-	_ ratelimit.Refunder = (*Limiter)(nil)
-	_ io.Closer          = (*Limiter)(nil)
+	_ ratelimit.Idler            = (*Limiter)(nil)
+	_ ratelimit.Refunder         = (*Limiter)(nil)
+	_ ratelimit.ObservableWaiter = (*Limiter)(nil)
+	_ io.Closer                  = (*Limiter)(nil)
 )

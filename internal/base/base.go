@@ -83,30 +83,32 @@ func Pause(pauses *sync.Map, key string, until time.Time) {
 }
 
 // Queueing is one Wait's record of its time in the queue, for the observer
-// of a ratelimit.QueueWatcher (L is ratelimit.Lease): the call's first Join
-// tells O it queued, Leave tells O its answer. A nil O is told nothing.
+// of a ratelimit.ObservableWaiter (L is ratelimit.Lease): the call's first
+// Join tells O it queued, Leave tells O its answer. A nil O is told nothing.
 type Queueing[L any] struct {
 	O interface {
-		Queued(permits int)
-		Dequeued(permits int, queued time.Duration, lease L, err error)
+		Queued(ctx context.Context, permits int)
+		Dequeued(ctx context.Context, permits int, queued time.Duration, lease L, err error)
 	}
+	Ctx     context.Context
 	Permits int
 	queued  bool
 	since   time.Time
 }
 
-// Join marks the start of a sleep, now being the clock's reading.
+// Join marks the start of a wait (a sleep armed, a member's queue joined),
+// now being the clock's reading.
 func (q *Queueing[L]) Join(now func() time.Time) {
 	if q.O != nil && !q.queued {
 		q.queued, q.since = true, now()
-		q.O.Queued(q.Permits)
+		q.O.Queued(q.Ctx, q.Permits)
 	}
 }
 
 // Leave tells O the answer of a call that joined, and returns it.
 func (q *Queueing[L]) Leave(now func() time.Time, lease L, err error) (L, error) {
 	if q.queued {
-		q.O.Dequeued(q.Permits, max(now().Sub(q.since), 0), lease, err)
+		q.O.Dequeued(q.Ctx, q.Permits, max(now().Sub(q.since), 0), lease, err)
 	}
 	return lease, err
 }

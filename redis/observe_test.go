@@ -1,0 +1,64 @@
+package redis_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/redis"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+// observer is a QueueObserver that counts what it is told.
+type observer struct {
+	mu       sync.Mutex
+	queued   int
+	dequeued []time.Duration
+}
+
+func (o *observer) Queued(context.Context, int) { o.mu.Lock(); o.queued++; o.mu.Unlock() }
+
+func (o *observer) Dequeued(_ context.Context, _ int, d time.Duration, _ ratelimit.Lease, _ error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.dequeued = append(o.dequeued, d)
+}
+
+// A token bucket's Wait that Redis cannot answer waits in the fallback's
+// queue: its observer is told of that queueing, once, with the time the
+// fallback kept it (on the fake clock).
+func TestWaitObservedInFallback(t *testing.T) {
+	ctx := context.Background()
+	clock := ratelimittest.NewClock()
+	cfg := tokenbucket.Config{Rate: 2, Burst: 1}
+	fallback, err := memory.New(cfg, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fallback.Close()
+	if lease, err := fallback.Acquire(ctx, 1); err != nil || !lease.Acquired() {
+		t.Fatal(lease, err)
+	}
+	mini, c := miniClient(t)
+	l, err := redis.New(c, "observed", cfg, redis.WithFallback(fallback), redis.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	mini.Close() // Redis is gone: the fallback answers
+	var o observer
+	done := make(chan ratelimit.Lease, 1)
+	go func() { lease, _ := l.WaitObserved(ctx, 1, &o); done <- lease }()
+	waitTimers(t, clock, 1) // queued in the fallback, its timer armed
+	clock.Advance(500 * time.Millisecond)
+	if lease := <-done; !lease.Acquired() {
+		t.Fatalf("the fallback's Wait: %v", lease)
+	}
+	if o.queued != 1 || len(o.dequeued) != 1 || o.dequeued[0] != 500*time.Millisecond {
+		t.Errorf("told Queued %d times, Dequeued %v; want once each, after 500ms", o.queued, o.dequeued)
+	}
+}
