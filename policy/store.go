@@ -131,11 +131,7 @@ func (s *MemoryStore) Create(ctx context.Context, p Policy, actor string) (Polic
 	if _, ok := s.policies[p.Name]; ok {
 		return Policy{}, fmt.Errorf("%w: %q", ErrExists, p.Name)
 	}
-	p.Version = s.versions[p.Name] + 1
-	s.versions[p.Name] = p.Version
-	s.policies[p.Name] = p
-	s.notifyLocked()
-	return clonePolicy(p), nil
+	return s.putLocked(p), nil
 }
 
 // Update replaces a policy at its stored version.
@@ -158,11 +154,17 @@ func (s *MemoryStore) Update(ctx context.Context, p Policy, actor string) (Polic
 	}
 	p.CreatedBy, p.CreatedAt = cur.CreatedBy, cur.CreatedAt
 	p.UpdatedBy, p.UpdatedAt = actor, now()
+	return s.putLocked(p), nil
+}
+
+// putLocked stores p at the next version of its name, tells the watchers,
+// and returns a copy of what it stored. s.mu is held.
+func (s *MemoryStore) putLocked(p Policy) Policy {
 	p.Version = s.versions[p.Name] + 1
 	s.versions[p.Name] = p.Version
 	s.policies[p.Name] = p
 	s.notifyLocked()
-	return clonePolicy(p), nil
+	return clonePolicy(p)
 }
 
 // Delete removes a policy.
