@@ -336,23 +336,35 @@ type limiterFunc func(context.Context, int) (ratelimit.Lease, error)
 func (f limiterFunc) Acquire(ctx context.Context, p int) (ratelimit.Lease, error) { return f(ctx, p) }
 func (f limiterFunc) Wait(ctx context.Context, p int) (ratelimit.Lease, error)    { return f(ctx, p) }
 
-// TestChainInvalidCalls: a nil or done ctx, negative permits, an empty
-// chain and a nil member are reported before any member is asked.
-func TestChainInvalidCalls(t *testing.T) {
-	p := &probe{}
-	c := ratelimit.Chain(p, &probe{})
+// checkBadContexts checks that l's Acquire and Wait report a nil ctx
+// (ErrNilContext) and a done one (context.Canceled).
+func checkBadContexts(t *testing.T, l ratelimit.Limiter) {
+	t.Helper()
 	done, cancel := context.WithCancel(bg)
 	cancel()
 	for _, call := range []struct {
 		name string
 		f    func(context.Context, int) (ratelimit.Lease, error)
-	}{{"Acquire", c.Acquire}, {"Wait", c.Wait}} {
+	}{{"Acquire", l.Acquire}, {"Wait", l.Wait}} {
 		if _, err := call.f(nil, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
 			t.Errorf("%s(nil ctx): %v, want ErrNilContext", call.name, err)
 		}
 		if _, err := call.f(done, 1); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s(done ctx): %v, want context.Canceled", call.name, err)
 		}
+	}
+}
+
+// TestChainInvalidCalls: a nil or done ctx, negative permits, an empty
+// chain and a nil member are reported before any member is asked.
+func TestChainInvalidCalls(t *testing.T) {
+	p := &probe{}
+	c := ratelimit.Chain(p, &probe{})
+	checkBadContexts(t, c)
+	for _, call := range []struct {
+		name string
+		f    func(context.Context, int) (ratelimit.Lease, error)
+	}{{"Acquire", c.Acquire}, {"Wait", c.Wait}} {
 		if _, err := call.f(bg, -1); !errors.Is(err, ratelimit.ErrInvalidPermits) {
 			t.Errorf("%s(-1): %v, want ErrInvalidPermits", call.name, err)
 		}

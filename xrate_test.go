@@ -64,19 +64,7 @@ func TestFromRateLeases(t *testing.T) {
 func TestFromRateInvalidCalls(t *testing.T) {
 	rl := rate.NewLimiter(1e-3, 2) // nothing comes back during the test
 	l := ratelimit.FromRate(rl)
-	done, cancel := context.WithCancel(bg)
-	cancel()
-	for _, call := range []struct {
-		name string
-		f    func(context.Context, int) (ratelimit.Lease, error)
-	}{{"Acquire", l.Acquire}, {"Wait", l.Wait}} {
-		if _, err := call.f(nil, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
-			t.Errorf("%s(nil ctx): %v, want ErrNilContext", call.name, err)
-		}
-		if _, err := call.f(done, 1); !errors.Is(err, context.Canceled) {
-			t.Errorf("%s(done ctx): %v, want context.Canceled", call.name, err)
-		}
-	}
+	checkBadContexts(t, l)
 	if g, err := l.Acquire(bg, 2); err != nil || !g.Acquired() {
 		t.Fatalf("Acquire(2) after the invalid calls: %v, %v; want the whole burst, untouched", g, err)
 	}

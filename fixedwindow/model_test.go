@@ -1,7 +1,6 @@
 package fixedwindow
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -94,10 +93,7 @@ func checkBound(t *testing.T, m *Model, gs []modeltest.Grant, cs []modeltest.Cal
 	}
 }
 
-var randomConfigs = []struct {
-	c   Config
-	gap time.Duration
-}{
+var randomConfigs = []modeltest.Random[Config]{
 	{Config{Limit: 1, Window: time.Second}, 400 * time.Millisecond},
 	{Config{Limit: 3, Window: 333 * time.Millisecond}, 60 * time.Millisecond},
 	{Config{Limit: 10, Window: 7}, 2},
@@ -109,60 +105,26 @@ var randomConfigs = []struct {
 // instants go back by up to a window and forward again, and checks the
 // bound in every aligned window, RetryAfter and InitialAt.
 func TestOutOfOrder(t *testing.T) {
-	for i, rc := range randomConfigs {
-		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
-			modeltest.CheckOutOfOrder(t, simOf(m), int64(rc.gap), m.window, func(gs []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, gs, cs) })
-		})
-	}
+	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
+		m := model(t, c)
+		modeltest.CheckOutOfOrder(t, simOf(m), gap, m.window, func(gs []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, gs, cs) })
+	})
 }
 
 // TestExtremeConfigs: the largest and smallest values Validate accepts.
 func TestExtremeConfigs(t *testing.T) {
 	const big = 1 << 53
-	bases := []int64{0, 1, t0 + 1, time.Date(2154, 12, 31, 0, 0, 0, 0, time.UTC).UnixNano()}
-	for _, c := range []Config{
+	cfgs := []Config{
 		{Limit: 1, Window: 1},
 		{Limit: big, Window: 1},
 		{Limit: 1, Window: check.MaxDuration},
 		{Limit: big, Window: check.MaxDuration},
 		{Limit: 3, Window: check.MaxDuration - 1},
-	} {
-		for _, base := range bases {
-			t.Run(fmt.Sprintf("%+v/%d", c, time.Unix(0, base).UTC().Year()), func(t *testing.T) {
-				m := model(t, c)
-				modeltest.Within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) {
-					sm := simOf(m)
-					s, d := m.Step(m.Initial(), base, m.limit)
-					if !d.Granted {
-						errorf("the whole Limit refused at %d", base)
-						return
-					}
-					for _, at := range []int64{base, base + 1, base + m.window/2, base + m.window - 1, base + m.window, base + int64(check.MaxDuration)/2} {
-						if at >= modeltest.Y2155 || at < base { // past the documented range, or overflowed
-							continue
-						}
-						for _, n := range []int64{1, m.limit} {
-							_, d := m.Step(s, at, n)
-							if !d.Granted {
-								if msg := modeltest.CheckRetry(sm, s, at, n, d.RetryAfter); msg != "" {
-									errorf("%s", msg)
-								}
-							}
-						}
-					}
-					ia := m.InitialAt(s)
-					if ia <= base || ia > check.Far {
-						errorf("InitialAt %d after a grant at %d", ia, base)
-						return
-					}
-					if msg := modeltest.CheckInitialAt(sm, s, base, check.FloorStart(base, m.window)+m.window); msg != "" {
-						errorf("%s", msg)
-					}
-				})
-			})
-		}
 	}
+	modeltest.CheckExtremeConfigs(t, cfgs, false, func(t *testing.T, c Config) (modeltest.Sim[State], []int64) {
+		m := model(t, c)
+		return simOf(m), []int64{0, 1, m.window / 2, m.window - 1, m.window, int64(check.MaxDuration) / 2}
+	})
 }
 
 // ---- Refund ----
@@ -174,12 +136,10 @@ func TestExtremeConfigs(t *testing.T) {
 // older instant itself instead, the model documents a stricter refund: that
 // is checked to admit never more than without the grant.
 func TestRefundSameInstant(t *testing.T) {
-	for i, rc := range randomConfigs {
-		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
-			modeltest.CheckRefundSameInstant(t, simOf(m), int64(rc.gap), m.window)
-		})
-	}
+	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
+		m := model(t, c)
+		modeltest.CheckRefundSameInstant(t, simOf(m), gap, m.window)
+	})
 }
 
 // TestRefundAfterWindowEnded: a refund of a grant whose window has ended
@@ -209,11 +169,9 @@ func TestRefundAfterWindowEnded(t *testing.T) {
 // at their instant or later, after other decisions; the grants not
 // refunded keep within Limit per window.
 func TestRefundNeverExceedsBound(t *testing.T) {
-	for i, rc := range randomConfigs {
-		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
-			// A refund in a call's place, at the newest instant decided.
-			modeltest.CheckRefundsKeepBound(t, simOf(m), int64(rc.gap), m.window, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })
-		})
-	}
+	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
+		m := model(t, c)
+		// A refund in a call's place, at the newest instant decided.
+		modeltest.CheckRefundsKeepBound(t, simOf(m), gap, m.window, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })
+	})
 }

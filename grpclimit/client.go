@@ -100,23 +100,17 @@ func (c *Client) key(target, method string) string {
 // admit waits out a pause and takes a permit for a call of key; the
 // returned lease is granted, or err says why the call is not sent.
 func (c *Client) admit(ctx context.Context, key string) (ratelimit.Lease, error) {
-	if until, ok := c.pauses.Load(key); ok {
-		if wait := until.(time.Time).Sub(c.now()); wait > 0 {
-			deadline, has := ctx.Deadline()
-			if c.FailFast || (has && deadline.Sub(c.now()) < wait) {
-				return ratelimit.Lease{}, &RateLimitedError{Key: key, Reason: ratelimit.ReasonLimit, retryAfter: wait}
-			}
-			if err := base.Sleep(ctx, c.Clock, wait); err != nil {
-				return ratelimit.Lease{}, status.FromContextError(err).Err()
-			}
-		}
-		c.pauses.CompareAndDelete(key, until)
+	wait, refused, err := base.WaitPause(ctx, c.Clock, &c.pauses, key, c.FailFast)
+	if refused {
+		return ratelimit.Lease{}, &RateLimitedError{Key: key, Reason: ratelimit.ReasonLimit, retryAfter: wait}
+	}
+	if err != nil {
+		return ratelimit.Lease{}, status.FromContextError(err).Err()
 	}
 	if check.IsNil(c.Limiter) {
 		return ratelimit.Lease{}, nil
 	}
 	var lease ratelimit.Lease
-	var err error
 	if c.FailFast {
 		lease, err = c.Limiter.Acquire(ctx, key, 1)
 	} else {

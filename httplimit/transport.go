@@ -102,13 +102,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Key != nil {
 		key = t.Key(req)
 	}
-	if until, ok := t.pauses.Load(key); ok {
-		if wait := until.(time.Time).Sub(t.now()); wait > 0 {
-			if err := t.pause(req, wait); err != nil {
-				return t.refuse(req, key, wait, ratelimit.ReasonLimit, err)
-			}
+	if wait, refused, err := base.WaitPause(req.Context(), t.Clock, &t.pauses, key, t.FailFast); refused || err != nil {
+		if refused {
+			err = ErrRateLimited
 		}
-		t.pauses.CompareAndDelete(key, until)
+		return t.refuse(req, key, wait, ratelimit.ReasonLimit, err)
 	}
 	var lease ratelimit.Lease
 	var err error
@@ -147,17 +145,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.learn(key, resp)
 	resp.Body = &releasingBody{ReadCloser: resp.Body, lease: lease}
 	return resp, nil
-}
-
-// pause waits out an upstream's pause, or reports why it cannot.
-func (t *Transport) pause(req *http.Request, wait time.Duration) error {
-	if t.FailFast {
-		return ErrRateLimited
-	}
-	if deadline, ok := req.Context().Deadline(); ok && deadline.Sub(t.now()) < wait {
-		return ErrRateLimited
-	}
-	return base.Sleep(req.Context(), t.Clock, wait)
 }
 
 // refuse answers a request that is not sent, which could be in d (negative:

@@ -207,14 +207,7 @@ func TestCancelMovesLaterReservationsForward(t *testing.T) {
 		t.Fatalf("the earlier waiter at +100ms: %v, %v; want granted (its turn moved forward)", a.lease, a.err)
 	}
 	clock.Advance(100 * time.Millisecond)
-	select {
-	case a := <-w3:
-		if !a.lease.Acquired() {
-			t.Fatalf("the newcomer at +200ms: %v, %v; want granted", a.lease, a.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("the newcomer was not granted at +200ms, the turn it announced")
-	}
+	granted(t, w3, "the newcomer at +200ms, the turn it announced")
 }
 
 // Defect 8: an Acquire refused behind a queue kept the tokens (or window
@@ -264,14 +257,7 @@ func TestRefusalBehindReservationTakesNothing(t *testing.T) {
 	if _, ok := refused.RetryAfter(); !ok {
 		t.Fatalf("refusal without RetryAfter: %v", refused)
 	}
-	select {
-	case a := <-w:
-		if !a.lease.Acquired() {
-			t.Fatalf("the waiter: %v, %v; want granted at its turn", a.lease, a.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("the waiter was not granted at its turn: the refusal behind it took its token")
-	}
+	granted(t, w, "the waiter at its turn (a refusal behind it must not take its token)")
 }
 
 // Defect 9: the queue-full RetryAfter of a window did not count the
@@ -404,14 +390,7 @@ func TestEvictionMovesReservationsForward(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	clock.Advance(time.Second)
-	select {
-	case r := <-b:
-		if !r.lease.Acquired() {
-			t.Fatalf("B at 1s: %v, %v", r.lease, r.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("B not served at 1s: the eviction's tokens did not move it forward")
-	}
+	granted(t, b, "B at 1s (the eviction's tokens must move it forward)")
 	clock.Advance(2 * time.Second)
 	<-c
 	<-d

@@ -44,6 +44,20 @@ func goWait(t *testing.T, l memory.Limiter, ctx context.Context, permits int, qu
 	return ch
 }
 
+// granted fails the test unless the Wait answering on ch returns a granted
+// lease within 5 seconds; what names the waiter in the failure.
+func granted(t *testing.T, ch <-chan answer, what string) {
+	t.Helper()
+	select {
+	case a := <-ch:
+		if !a.lease.Acquired() {
+			t.Fatalf("%s: %v, %v; want granted", what, a.lease, a.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: not granted within 5s", what)
+	}
+}
+
 func TestOneTimerPerLimiter(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	l := newLimiter(t, fixedwindow.Config{Limit: 5, Window: time.Second, Queue: ratelimit.Queue{Limit: 50}}, clock)

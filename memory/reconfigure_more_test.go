@@ -51,23 +51,23 @@ func TestReconfigureConcurrencyRefundAfterShrink(t *testing.T) {
 	}
 }
 
-// Weighted sliding window: Available is floored at 0, so a count over a
-// shrunk limit is lost on the next change.
+// Weighted sliding window, and the same with a fixed window: Available is
+// floored at 0, so a count over a shrunk limit is lost on the next change.
 func TestReconfigureWeightedChain(t *testing.T) {
 	clock := ratelimittest.NewClock()
-	l := newLimiter(t, slidingwindow.Config{Limit: 10, Window: time.Hour}, clock)
-	mustAcquire(t, l, 8)
-	reconfigure(t, l, slidingwindow.Config{Limit: 5, Window: time.Hour})
-	reconfigure(t, l, slidingwindow.Config{Limit: 7, Window: time.Hour})
-	if got := available(t, l); got != 0 {
-		t.Errorf("8 used, limit 10 -> 5 -> 7: Available = %d, want 0", got)
-	}
-	// The same with a fixed window.
-	f := newLimiter(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
-	mustAcquire(t, f, 8)
-	reconfigure(t, f, fixedwindow.Config{Limit: 5, Window: time.Hour})
-	reconfigure(t, f, fixedwindow.Config{Limit: 7, Window: time.Hour})
-	if got := available(t, f); got != 0 {
-		t.Errorf("fixed window, 8 used, limit 10 -> 5 -> 7: Available = %d, want 0", got)
+	for _, tc := range []struct {
+		name string
+		cfg  func(limit int) ratelimit.Config
+	}{
+		{"weighted sliding window", func(n int) ratelimit.Config { return slidingwindow.Config{Limit: n, Window: time.Hour} }},
+		{"fixed window", func(n int) ratelimit.Config { return fixedwindow.Config{Limit: n, Window: time.Hour} }},
+	} {
+		l := newLimiter(t, tc.cfg(10), clock)
+		mustAcquire(t, l, 8)
+		reconfigure(t, l, tc.cfg(5))
+		reconfigure(t, l, tc.cfg(7))
+		if got := available(t, l); got != 0 {
+			t.Errorf("%s, 8 used, limit 10 -> 5 -> 7: Available = %d, want 0", tc.name, got)
+		}
 	}
 }

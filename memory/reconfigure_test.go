@@ -101,14 +101,7 @@ func TestReconfigureServesWaiters(t *testing.T) {
 	mustAcquire(t, l, 2)
 	w := goWait(t, l, bg, 2, 2)
 	reconfigure(t, l, fixedwindow.Config{Limit: 4, Window: time.Hour, Queue: ratelimit.Queue{Limit: 5}})
-	select {
-	case a := <-w:
-		if !a.lease.Acquired() {
-			t.Fatalf("the waiter after the limit grew: %v, %v", a.lease, a.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter was not served when the limit grew")
-	}
+	granted(t, w, "the waiter after the limit grew")
 	// The concurrency limit: a waiter is served once the holders fit the new limit.
 	c := newLimiter(t, concurrency.Config{Limit: 2}, clock)
 	a, b := mustAcquire(t, c, 1), mustAcquire(t, c, 1)

@@ -187,15 +187,7 @@ func (l *Limiter[R]) check(ctx context.Context, permits int) error {
 // invalid call (see Wait) is reported before any partition is looked up
 // or created.
 func (l *Limiter[R]) Acquire(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
-	if err := l.check(ctx, permits); err != nil {
-		return ratelimit.Lease{}, err
-	}
-	lim, p, lease, err := l.get(resource)
-	if lim == nil {
-		return lease, err
-	}
-	defer p.done()
-	return lim.Acquire(ctx, permits)
+	return l.take(ctx, resource, permits, false)
 }
 
 // Wait takes permits from resource's partition, waiting until ctx is done.
@@ -204,6 +196,12 @@ func (l *Limiter[R]) Acquire(ctx context.Context, resource R, permits int) (rate
 // by New (ratelimit.ErrInvalidConfig) are reported before any partition is
 // looked up or created; then a closed Limiter returns ratelimit.ErrClosed.
 func (l *Limiter[R]) Wait(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
+	return l.take(ctx, resource, permits, true)
+}
+
+// take checks the call, then asks resource's partition for permits: it
+// waits (Wait) if wait is set, and asks now (Acquire) otherwise.
+func (l *Limiter[R]) take(ctx context.Context, resource R, permits int, wait bool) (ratelimit.Lease, error) {
 	if err := l.check(ctx, permits); err != nil {
 		return ratelimit.Lease{}, err
 	}
@@ -212,7 +210,10 @@ func (l *Limiter[R]) Wait(ctx context.Context, resource R, permits int) (ratelim
 		return lease, err
 	}
 	defer p.done()
-	return lim.Wait(ctx, permits)
+	if wait {
+		return lim.Wait(ctx, permits)
+	}
+	return lim.Acquire(ctx, permits)
 }
 
 // Refund takes back a grant of permits made by resource's partition (see

@@ -212,9 +212,15 @@ func (a *admin) get(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p)
 }
 
-// body decodes the request's policy, within MaxBodyBytes.
-func (a *admin) body(w http.ResponseWriter, r *http.Request) (Policy, error) {
-	return Decode(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+// body returns who writes (actor) and the request's policy, decoded within
+// MaxBodyBytes.
+func (a *admin) body(w http.ResponseWriter, r *http.Request) (string, Policy, error) {
+	who, err := actor(r)
+	if err != nil {
+		return "", Policy{}, err
+	}
+	p, err := Decode(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+	return who, p, err
 }
 
 func (a *admin) afterWrite(ctx context.Context) {
@@ -226,12 +232,7 @@ func (a *admin) afterWrite(ctx context.Context) {
 }
 
 func (a *admin) create(w http.ResponseWriter, r *http.Request) {
-	who, err := actor(r)
-	if err != nil {
-		a.error(w, err)
-		return
-	}
-	p, err := a.body(w, r)
+	who, p, err := a.body(w, r)
 	if err != nil {
 		a.error(w, err)
 		return
@@ -251,12 +252,7 @@ func (a *admin) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *admin) update(w http.ResponseWriter, r *http.Request) {
-	who, err := actor(r)
-	if err != nil {
-		a.error(w, err)
-		return
-	}
-	p, err := a.body(w, r)
+	who, p, err := a.body(w, r)
 	if err != nil {
 		a.error(w, err)
 		return

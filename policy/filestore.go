@@ -160,13 +160,10 @@ func (s *FileStore) Delete(context.Context, string, int64, string) error {
 // Watch polls the file every Interval and calls changed when its content
 // changed and is valid.
 func (s *FileStore) Watch(changed func()) (stop func()) {
-	done := make(chan struct{})
-	exited := make(chan struct{})
 	s.mu.Lock()
 	last := s.sum // what this watcher's caller has seen
 	s.mu.Unlock()
-	go func() {
-		defer close(exited)
+	return goUntilStopped(func(done <-chan struct{}) {
 		t := time.NewTicker(s.opts.Interval)
 		defer t.Stop()
 		for {
@@ -186,12 +183,5 @@ func (s *FileStore) Watch(changed func()) (stop func()) {
 				changed()
 			}
 		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			close(done)
-			<-exited
-		})
-	}
+	}, nil)
 }

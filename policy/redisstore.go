@@ -186,13 +186,8 @@ func (s *RedisStore) Get(ctx context.Context, name string) (Policy, error) {
 
 // Create stores a new policy; its version is one more than any its name had.
 func (s *RedisStore) Create(ctx context.Context, p Policy, actor string) (Policy, error) {
-	p = clonePolicy(p)
-	t := now()
-	p.CreatedBy, p.CreatedAt, p.UpdatedBy, p.UpdatedAt, p.Version = actor, t, actor, t, 0
-	if err := checkActor(actor); err != nil {
-		return Policy{}, err
-	}
-	if err := p.Validate(); err != nil {
+	p, err := toCreate(p, actor)
+	if err != nil {
 		return Policy{}, err
 	}
 	body, err := encodeStored(p)
@@ -209,11 +204,8 @@ func (s *RedisStore) Create(ctx context.Context, p Policy, actor string) (Policy
 // policy is read first for its creation fields (which never change while
 // the version does not).
 func (s *RedisStore) Update(ctx context.Context, p Policy, actor string) (Policy, error) {
-	p = clonePolicy(p)
-	if err := checkActor(actor); err != nil {
-		return Policy{}, err
-	}
-	if err := p.Validate(); err != nil {
+	p, err := toWrite(p, actor)
+	if err != nil {
 		return Policy{}, err
 	}
 	cur, err := s.Get(ctx, p.Name)

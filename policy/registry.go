@@ -328,31 +328,33 @@ func (r *Registry) retired(name string, e *entry) bool {
 // ErrInvalidKey, ratelimit.ErrClosed after Close, and the limiter's own.
 // permits == 0 is a status check that takes nothing (see Peek).
 func (r *Registry) Acquire(ctx context.Context, name, key, app string, permits int) (ratelimit.Lease, error) {
-	for {
-		e, k, err := r.lookup(name, key, app, true)
-		if err != nil {
-			return ratelimit.Lease{}, err
-		}
-		lease, err := e.lim.Acquire(ctx, k, permits)
-		if (errors.Is(err, ratelimit.ErrClosed) || lease.Reason() == ratelimit.ReasonClosed) && r.retired(name, e) {
-			continue // the policy changed under the call: ask its new limiter
-		}
-		return lease, err
-	}
+	return r.take(ctx, name, key, app, permits, false)
 }
 
 // Wait takes permits for key under policy name, on behalf of app, waiting
 // until ctx is done; errors as Acquire. A waiter whose policy's limiters are
 // replaced waits on the new ones.
 func (r *Registry) Wait(ctx context.Context, name, key, app string, permits int) (ratelimit.Lease, error) {
+	return r.take(ctx, name, key, app, permits, true)
+}
+
+// take asks policy name's limiter for permits for key, on behalf of app:
+// waiting (Wait) if wait is set, now (Acquire) otherwise. A call whose
+// policy's limiters are replaced under it asks the new ones.
+func (r *Registry) take(ctx context.Context, name, key, app string, permits int, wait bool) (ratelimit.Lease, error) {
 	for {
 		e, k, err := r.lookup(name, key, app, true)
 		if err != nil {
 			return ratelimit.Lease{}, err
 		}
-		lease, err := e.lim.Wait(ctx, k, permits)
+		var lease ratelimit.Lease
+		if wait {
+			lease, err = e.lim.Wait(ctx, k, permits)
+		} else {
+			lease, err = e.lim.Acquire(ctx, k, permits)
+		}
 		if (errors.Is(err, ratelimit.ErrClosed) || lease.Reason() == ratelimit.ReasonClosed) && r.retired(name, e) {
-			continue
+			continue // the policy changed under the call: ask its new limiter
 		}
 		return lease, err
 	}

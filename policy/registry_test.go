@@ -454,65 +454,60 @@ func TestRegistryRedisLayoutChange(t *testing.T) {
 		t.Fatalf("%d grants", got)
 	}
 	p := window("p", 5, "user", "web")
-	p.Config = fixedwindow.Config{Limit: 5, Window: 2 * time.Hour}
-	v := update(t, s, p).Version
-	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	// reconfigure stores cfg as p's and waits until the registry applies it.
+	reconfigure := func(cfg ratelimit.Config) {
+		t.Helper()
+		p.Config = cfg
+		v := update(t, s, p).Version
+		waitFor(t, time.Second, "the update", applied(r, "p", v))
+	}
+	// keysAre checks the Redis keys of p's limiters.
+	keysAre := func(want ...string) {
+		t.Helper()
+		keys, _ := c.Keys(ctx, "limitkit:limit:p:*").Result()
+		slices.Sort(keys)
+		if !slices.Equal(keys, want) {
+			t.Errorf("keys %v, want %v", keys, want)
+		}
+	}
+	reconfigure(fixedwindow.Config{Limit: 5, Window: 2 * time.Hour})
 	if (*r.entries.Load())["p"] != first {
 		t.Error("a change of window length replaced the limiters")
 	}
 	if got := grants(t, r, "p", "u", "web", 5); got != 2 {
 		t.Errorf("%d grants in the new window, want 2 (3 carried of 5)", got)
 	}
-	keys, _ := c.Keys(ctx, "limitkit:limit:p:*").Result()
-	if want := []string{"limitkit:limit:p:user:{u}:fw"}; !slices.Equal(keys, want) {
-		t.Errorf("keys %v, want %v", keys, want)
-	}
+	keysAre("limitkit:limit:p:user:{u}:fw")
 
-	p.Config = slidingwindow.Config{Limit: 3, Window: time.Hour}
-	v = update(t, s, p).Version
-	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	reconfigure(slidingwindow.Config{Limit: 3, Window: time.Hour})
 	weighted := (*r.entries.Load())["p"]
 	if got := grants(t, r, "p", "u", "web", 2); got != 2 {
 		t.Fatalf("%d grants", got)
 	}
-	p.Config = slidingwindow.Config{Limit: 3, Window: 2 * time.Hour}
-	v = update(t, s, p).Version
-	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	reconfigure(slidingwindow.Config{Limit: 3, Window: 2 * time.Hour})
 	if (*r.entries.Load())["p"] != weighted {
 		t.Error("a change of window length replaced the weighted window's limiters")
 	}
 	if got := grants(t, r, "p", "u", "web", 5); got != 1 {
 		t.Errorf("%d grants after the weighted window's length changed, want 1 (2 carried of 3)", got)
 	}
-	p.Config = slidingwindow.Config{Limit: 3, Window: 2 * time.Hour, Segments: 4}
-	v = update(t, s, p).Version
-	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	reconfigure(slidingwindow.Config{Limit: 3, Window: 2 * time.Hour, Segments: 4})
 	if (*r.entries.Load())["p"] != weighted {
 		t.Error("a switch to the segmented form replaced the limiters")
 	}
 	if got := grants(t, r, "p", "u", "web", 5); got != 0 {
 		t.Errorf("%d grants in the segmented window, want 0 (3 carried of 3)", got)
 	}
-	keys, _ = c.Keys(ctx, "limitkit:limit:p:*").Result()
-	slices.Sort(keys)
-	if want := []string{"limitkit:limit:p:user:{u}:fw", "limitkit:limit:p:user:{u}:sgc", "limitkit:limit:p:user:{u}:sgc:m"}; !slices.Equal(keys, want) {
-		t.Errorf("keys %v, want %v", keys, want)
-	}
+	keysAre("limitkit:limit:p:user:{u}:fw", "limitkit:limit:p:user:{u}:sgc", "limitkit:limit:p:user:{u}:sgc:m")
 	// And back: the log's count is held once, its keys deleted.
-	p.Config = slidingwindow.Config{Limit: 4, Window: 2 * time.Hour}
-	v = update(t, s, p).Version
-	waitFor(t, time.Second, "the update", applied(r, "p", v))
+	reconfigure(slidingwindow.Config{Limit: 4, Window: 2 * time.Hour})
 	if (*r.entries.Load())["p"] != weighted {
 		t.Error("a switch to the weighted form replaced the limiters")
 	}
 	if got := grants(t, r, "p", "u", "web", 5); got != 1 {
 		t.Errorf("%d grants in the weighted window, want 1 (3 carried of 4)", got)
 	}
-	keys, _ = c.Keys(ctx, "limitkit:limit:p:*").Result()
-	slices.Sort(keys)
-	if want := []string{"limitkit:limit:p:user:{u}:fw", "limitkit:limit:p:user:{u}:sw"}; !slices.Equal(keys, want) {
-		t.Errorf("keys %v, want %v", keys, want)
-	}
+	keysAre("limitkit:limit:p:user:{u}:fw", "limitkit:limit:p:user:{u}:sw")
 }
 
 // On Redis, a change of a policy's key kind starts on keys of its own: a

@@ -52,6 +52,27 @@ func checkActor(actor string) error {
 	return checkText("actor", actor, MaxActorLen)
 }
 
+// toWrite checks a write of p by actor (the actor, then p) and returns the
+// copy of p to store.
+func toWrite(p Policy, actor string) (Policy, error) {
+	p = clonePolicy(p)
+	if err := checkActor(actor); err != nil {
+		return Policy{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
+}
+
+// toCreate is toWrite for a new policy, stamped as created and updated by
+// actor now, at version 0 until it is stored.
+func toCreate(p Policy, actor string) (Policy, error) {
+	t := now()
+	p.CreatedBy, p.CreatedAt, p.UpdatedBy, p.UpdatedAt, p.Version = actor, t, actor, t, 0
+	return toWrite(p, actor)
+}
+
 // MemoryStore is a Store in the process's memory: for a single process,
 // and for tests. Its zero value is not usable: call NewMemoryStore.
 type MemoryStore struct {
@@ -101,13 +122,8 @@ func (s *MemoryStore) Create(ctx context.Context, p Policy, actor string) (Polic
 	if err := ctx.Err(); err != nil {
 		return Policy{}, err
 	}
-	p = clonePolicy(p)
-	t := now()
-	p.CreatedBy, p.CreatedAt, p.UpdatedBy, p.UpdatedAt, p.Version = actor, t, actor, t, 0
-	if err := checkActor(actor); err != nil {
-		return Policy{}, err
-	}
-	if err := p.Validate(); err != nil {
+	p, err := toCreate(p, actor)
+	if err != nil {
 		return Policy{}, err
 	}
 	s.mu.Lock()
@@ -115,11 +131,7 @@ func (s *MemoryStore) Create(ctx context.Context, p Policy, actor string) (Polic
 	if _, ok := s.policies[p.Name]; ok {
 		return Policy{}, fmt.Errorf("%w: %q", ErrExists, p.Name)
 	}
-	p.Version = s.versions[p.Name] + 1
-	s.versions[p.Name] = p.Version
-	s.policies[p.Name] = p
-	s.notifyLocked()
-	return clonePolicy(p), nil
+	return s.putLocked(p), nil
 }
 
 // Update replaces a policy at its stored version.
@@ -127,11 +139,8 @@ func (s *MemoryStore) Update(ctx context.Context, p Policy, actor string) (Polic
 	if err := ctx.Err(); err != nil {
 		return Policy{}, err
 	}
-	p = clonePolicy(p)
-	if err := checkActor(actor); err != nil {
-		return Policy{}, err
-	}
-	if err := p.Validate(); err != nil {
+	p, err := toWrite(p, actor)
+	if err != nil {
 		return Policy{}, err
 	}
 	s.mu.Lock()
@@ -145,11 +154,17 @@ func (s *MemoryStore) Update(ctx context.Context, p Policy, actor string) (Polic
 	}
 	p.CreatedBy, p.CreatedAt = cur.CreatedBy, cur.CreatedAt
 	p.UpdatedBy, p.UpdatedAt = actor, now()
+	return s.putLocked(p), nil
+}
+
+// putLocked stores p at the next version of its name, tells the watchers,
+// and returns a copy of what it stored. s.mu is held.
+func (s *MemoryStore) putLocked(p Policy) Policy {
 	p.Version = s.versions[p.Name] + 1
 	s.versions[p.Name] = p.Version
 	s.policies[p.Name] = p
 	s.notifyLocked()
-	return clonePolicy(p), nil
+	return clonePolicy(p)
 }
 
 // Delete removes a policy.
@@ -199,10 +214,7 @@ func (s *MemoryStore) notifyLocked() {
 // runWatcher calls changed once for each signal on ch (signals that arrive
 // while a call runs are merged into one more call) until stop is called.
 func runWatcher(ch <-chan struct{}, changed func(), cleanup func()) (stop func()) {
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
+	return goUntilStopped(func(done <-chan struct{}) {
 		for {
 			select {
 			case <-done:
@@ -211,6 +223,18 @@ func runWatcher(ch <-chan struct{}, changed func(), cleanup func()) (stop func()
 				changed()
 			}
 		}
+	}, cleanup)
+}
+
+// goUntilStopped runs loop in a goroutine until it returns, which it must
+// when done is closed. stop closes done, waits for loop to return, then
+// calls cleanup (if not nil); calls after the first do nothing.
+func goUntilStopped(loop func(done <-chan struct{}), cleanup func()) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		loop(done)
 	}()
 	var once sync.Once
 	return func() {

@@ -300,22 +300,8 @@ func batchBounds(batch []*pending) (ctx context.Context, cancel context.CancelFu
 // sent once), per limiter its keys and its decisions, each in the order of
 // its first decision.
 func group(batch []*pending) []*scriptCall {
-	byLimiter := map[*Limiter][]*pending{}
-	var limiters []*Limiter
-	for _, p := range batch {
-		if byLimiter[p.l] == nil {
-			limiters = append(limiters, p.l)
-		}
-		byLimiter[p.l] = append(byLimiter[p.l], p)
-	}
-	byShape := map[*shape][]*Limiter{}
-	var shapes []*shape
-	for _, l := range limiters {
-		if byShape[l.shape] == nil {
-			shapes = append(shapes, l.shape)
-		}
-		byShape[l.shape] = append(byShape[l.shape], l)
-	}
+	limiters, byLimiter := groupInOrder(batch, func(p *pending) *Limiter { return p.l })
+	shapes, byShape := groupInOrder(limiters, func(l *Limiter) *shape { return l.shape })
 	var calls []*scriptCall
 	byScript := map[*goredis.Script]*scriptCall{}
 	for _, s := range shapes {
@@ -340,6 +326,21 @@ func group(batch []*pending) []*scriptCall {
 		}
 	}
 	return calls
+}
+
+// groupInOrder groups xs by key: the keys in the order of their first
+// element, and each key's elements in their order in xs.
+func groupInOrder[K comparable, X any](xs []X, key func(X) K) ([]K, map[K][]X) {
+	var keys []K
+	groups := map[K][]X{}
+	for _, x := range xs {
+		k := key(x)
+		if groups[k] == nil {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], x)
+	}
+	return keys, groups
 }
 
 // answer hands each decision its reply, or its error: the call's, or the

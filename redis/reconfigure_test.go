@@ -21,50 +21,54 @@ import (
 	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
+// key returns a key no other test uses: name and a sequence number.
+func key(name string) string { return fmt.Sprintf("%s-%d", name, keySeq.Add(1)) }
+
+// acquire takes p permits from l now, and fails the test on an error.
+func acquire(t *testing.T, l *redis.Limiter, p int) ratelimit.Lease {
+	t.Helper()
+	lease, err := l.Acquire(bg, p)
+	if err != nil {
+		t.Fatalf("Acquire(%d): %v", p, err)
+	}
+	return lease
+}
+
 // reconfigureOn runs the reconfiguration checks on client c.
 func reconfigureOn(t *testing.T, c goredis.UniversalClient) {
-	key := func(name string) string { return fmt.Sprintf("%s-%d", name, keySeq.Add(1)) }
-	acquire := func(l *redis.Limiter, p int) ratelimit.Lease {
-		t.Helper()
-		lease, err := l.Acquire(bg, p)
-		if err != nil {
-			t.Fatalf("Acquire(%d): %v", p, err)
-		}
-		return lease
-	}
 	t.Run("window count held against the new limit", func(t *testing.T) {
 		clock := ratelimittest.NewClock()
 		l := mustNew(t, c, key("rc-fw"), fixedwindow.Config{Limit: 10, Window: time.Hour}, redis.WithClock(clock))
-		acquire(l, 8)
+		acquire(t, l, 8)
 		if err := l.Reconfigure(fixedwindow.Config{Limit: 5, Window: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		if g := acquire(l, 1); g.Acquired() || g.Limit() != 5 {
+		if g := acquire(t, l, 1); g.Acquired() || g.Limit() != 5 {
 			t.Fatalf("8 used of a new limit of 5: %v, want refused, limit 5", g)
 		}
 		if err := l.Reconfigure(fixedwindow.Config{Limit: 20, Window: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		// The refusal of 1 just made is not remembered past the change.
-		if g := acquire(l, 1); !g.Acquired() {
+		if g := acquire(t, l, 1); !g.Acquired() {
 			t.Fatalf("8 used of a new limit of 20: Acquire(1) %v, want granted", g)
 		}
-		if g := acquire(l, 11); !g.Acquired() || g.Remaining() != 0 {
+		if g := acquire(t, l, 11); !g.Acquired() || g.Remaining() != 0 {
 			t.Fatalf("9 used of a new limit of 20: %v, want 11 granted, none left", g)
 		}
 	})
 	t.Run("token bucket clamped to the new burst", func(t *testing.T) {
 		clock := ratelimittest.NewClock()
 		l := mustNew(t, c, key("rc-tb"), tokenbucket.Config{Rate: 1e-6, Burst: 10}, redis.WithClock(clock))
-		acquire(l, 2)
+		acquire(t, l, 2)
 		if err := l.Reconfigure(tokenbucket.Config{Rate: 1e-6, Burst: 3}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Microsecond) // the next refill clamps
-		if g := acquire(l, 3); !g.Acquired() {
+		if g := acquire(t, l, 3); !g.Acquired() {
 			t.Fatalf("Acquire(3) with a burst of 3: %v", g)
 		}
-		if g := acquire(l, 1); g.Acquired() {
+		if g := acquire(t, l, 1); g.Acquired() {
 			t.Fatalf("a fourth token after clamping to 3: %v", g)
 		}
 	})
@@ -76,16 +80,16 @@ func reconfigureOn(t *testing.T, c goredis.UniversalClient) {
 		}
 		a, _ := f.New(key("rc-f-a"))
 		defer a.Close()
-		acquire(a, 3)
+		acquire(t, a, 3)
 		if err := f.Reconfigure(slidinglog.Config{Limit: 2, Window: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		if g := acquire(a, 1); g.Acquired() {
+		if g := acquire(t, a, 1); g.Acquired() {
 			t.Fatalf("3 used of a new limit of 2: %v", g)
 		}
 		b, _ := f.New(key("rc-f-b"))
 		defer b.Close()
-		if g := acquire(b, 2); !g.Acquired() || g.Limit() != 2 {
+		if g := acquire(t, b, 2); !g.Acquired() || g.Limit() != 2 {
 			t.Fatalf("a new limiter: %v, want 2 of 2", g)
 		}
 	})
@@ -100,7 +104,7 @@ func reconfigureOn(t *testing.T, c goredis.UniversalClient) {
 				t.Errorf("Reconfigure(%#v): %v, want ErrInvalidConfig", cfg, err)
 			}
 		}
-		if g := acquire(l, 3); !g.Acquired() || g.Limit() != 3 {
+		if g := acquire(t, l, 3); !g.Acquired() || g.Limit() != 3 {
 			t.Fatalf("after refused changes: %v, want 3 of 3", g)
 		}
 	})
@@ -109,31 +113,31 @@ func reconfigureOn(t *testing.T, c goredis.UniversalClient) {
 	t.Run("reset", func(t *testing.T) {
 		clock := ratelimittest.NewClock()
 		l := mustNew(t, c, key("rc-reset"), tokenbucket.Config{Rate: 1e-6, Burst: 4}, redis.WithClock(clock))
-		acquire(l, 4)
-		if g := acquire(l, 1); g.Acquired() {
+		acquire(t, l, 4)
+		if g := acquire(t, l, 1); g.Acquired() {
 			t.Fatalf("a fifth token: %v", g)
 		}
 		if err := l.Reset(bg); err != nil {
 			t.Fatal(err)
 		}
-		if g := acquire(l, 4); !g.Acquired() {
+		if g := acquire(t, l, 4); !g.Acquired() {
 			t.Fatalf("after Reset: %v, want the full burst", g)
 		}
 		cc := mustNew(t, c, key("rc-reset-cc"), concurrency.Config{Limit: 1})
-		held := acquire(cc, 1)
+		held := acquire(t, cc, 1)
 		if err := cc.Reset(bg); err != nil {
 			t.Fatal(err)
 		}
-		after := acquire(cc, 1)
+		after := acquire(t, cc, 1)
 		if !after.Acquired() {
 			t.Fatalf("concurrency after Reset: %v, want granted (nothing held)", after)
 		}
 		held.Release() // held before the Reset: gives nothing back
-		if g := acquire(cc, 1); g.Acquired() {
+		if g := acquire(t, cc, 1); g.Acquired() {
 			t.Fatalf("a lease from before the Reset released: %v, want refused (1 held of 1)", g)
 		}
 		after.Release()
-		if g := acquire(cc, 1); !g.Acquired() {
+		if g := acquire(t, cc, 1); !g.Acquired() {
 			t.Fatalf("after the release: %v, want granted", g)
 		} else {
 			g.Release()
@@ -165,15 +169,6 @@ func alignedClock() *ratelimittest.Clock {
 // length or segments, or of a bucket's refill mode or period, carries the
 // state over by the algorithm's rule.
 func reconfigureLayouts(t *testing.T, c goredis.UniversalClient) {
-	key := func(name string) string { return fmt.Sprintf("%s-%d", name, keySeq.Add(1)) }
-	acquire := func(l *redis.Limiter, p int) ratelimit.Lease {
-		t.Helper()
-		lease, err := l.Acquire(bg, p)
-		if err != nil {
-			t.Fatalf("Acquire(%d): %v", p, err)
-		}
-		return lease
-	}
 	type step struct {
 		at      time.Duration // since the aligned start
 		cfg     ratelimit.Config
@@ -335,7 +330,7 @@ func reconfigureLayouts(t *testing.T, c goredis.UniversalClient) {
 			}
 			cl := ratelimittest.NewClockAt(time.UnixMicro(t0).Add(tc.at))
 			l := mustNew(t, c, k, tc.cfg, redis.WithClock(cl))
-			if g := acquire(l, 0); g.Remaining() != tc.left {
+			if g := acquire(t, l, 0); g.Remaining() != tc.left {
 				t.Errorf("%#v on %v: %v, want %d left", tc.cfg, tc.keys, g, tc.left)
 			}
 		}
@@ -348,7 +343,7 @@ func reconfigureLayouts(t *testing.T, c goredis.UniversalClient) {
 		}
 		cl := ratelimittest.NewClockAt(time.UnixMicro(t0).Add(time.Second))
 		l := mustNew(t, c, k, slidingwindow.Config{Limit: 10, Window: 10 * time.Second, Segments: 10}, redis.WithClock(cl))
-		if g := acquire(l, 1); !g.Acquired() || g.Remaining() != 6 {
+		if g := acquire(t, l, 1); !g.Acquired() || g.Remaining() != 6 {
 			t.Errorf("segmented, 3 in an entry at the start: %v, want 1 granted, 6 left", g)
 		}
 	})
@@ -497,7 +492,6 @@ func reconfigureBounds(t *testing.T, c goredis.UniversalClient) {
 			}
 		}
 	}
-	key := func(name string) string { return fmt.Sprintf("%s-%d", name, keySeq.Add(1)) }
 	for _, tc := range []struct {
 		name     string
 		old, new ratelimit.Config

@@ -15,6 +15,19 @@ import (
 	"github.com/limitkit/ratelimit/redis"
 )
 
+// noRenewalGoroutines waits until no renewal goroutine is left, as none
+// should be with no lease held, and fails the test after 5s.
+func noRenewalGoroutines(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for renewalGoroutines() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d renewal goroutines left with no lease held", renewalGoroutines())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // renewalGoroutines counts the goroutines, other than the caller's, running
 // lease renewal code of this package.
 func renewalGoroutines() int {
@@ -143,13 +156,7 @@ func TestOneRenewerPerClient(t *testing.T) {
 	for _, l := range limiters {
 		l.Close()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for renewalGoroutines() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d renewal goroutines left with no lease held", renewalGoroutines())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	noRenewalGoroutines(t)
 }
 
 // TestCloseReleasesAndStopsRenewal: Close of a limiter releases its leases
@@ -175,13 +182,7 @@ func TestCloseReleasesAndStopsRenewal(t *testing.T) {
 	} else {
 		lease.Release()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for renewalGoroutines() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d renewal goroutines left with no lease held", renewalGoroutines())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	noRenewalGoroutines(t)
 	lease, err := b.Acquire(bg, 1)
 	if err != nil || !lease.Acquired() {
 		t.Fatalf("%v %v", lease, err)

@@ -1,8 +1,6 @@
 package slidinglog
 
 import (
-	"fmt"
-	"math/rand"
 	"testing"
 	"time"
 
@@ -146,10 +144,7 @@ func checkBound(t *testing.T, m *Model, gs []modeltest.Grant, cs []modeltest.Cal
 	}
 }
 
-var randomConfigs = []struct {
-	c   Config
-	gap time.Duration
-}{
+var randomConfigs = []modeltest.Random[Config]{
 	{Config{Limit: 1, Window: time.Second}, 400 * time.Millisecond},
 	{Config{Limit: 2, Window: time.Second}, 300 * time.Millisecond},
 	{Config{Limit: 3, Window: 333 * time.Millisecond}, 60 * time.Millisecond},
@@ -163,28 +158,23 @@ var randomConfigs = []struct {
 // instants go back by up to a window and forward again, and checks the
 // bound, RetryAfter and InitialAt at every step.
 func TestOutOfOrder(t *testing.T) {
-	for i, rc := range randomConfigs {
-		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
-			modeltest.CheckOutOfOrder(t, simOf(m), int64(rc.gap), m.window, func(gs []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, gs, cs) })
-		})
-	}
+	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
+		m := model(t, c)
+		modeltest.CheckOutOfOrder(t, simOf(m), gap, m.window, func(gs []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, gs, cs) })
+	})
 }
 
 // TestCloneIsDeep: Step on a clone leaves the original deciding as a replay
 // of its calls does.
 func TestCloneIsDeep(t *testing.T) {
 	m := model(t, Config{Limit: 10, Window: 500 * time.Millisecond})
-	r := rand.New(rand.NewSource(1))
-	cs := modeltest.Calls(r, t0, 400, 40*ms, 500*ms, 10)
-	modeltest.CheckCloneIsDeep(t, simOf(m), cs, 200*ms, r)
+	modeltest.CheckCloneIsDeep(t, simOf(m), 400, 40*ms, 500*ms, 200*ms)
 }
 
 // TestExtremeConfigs: the largest and smallest values Validate accepts, and
 // a log of many entries.
 func TestExtremeConfigs(t *testing.T) {
 	const big = 1 << 53
-	bases := []int64{0, 1, t0 + 1, time.Date(2154, 12, 31, 0, 0, 0, 0, time.UTC).UnixNano()}
 	var cfgs []Config
 	for _, limit := range []int{1, 2, big} {
 		cfgs = append(cfgs,
@@ -193,36 +183,10 @@ func TestExtremeConfigs(t *testing.T) {
 			Config{Limit: limit, Window: check.MaxDuration - 1},
 		)
 	}
-	for _, c := range cfgs {
-		for _, base := range bases {
-			t.Run(fmt.Sprintf("%+v/%d", c, time.Unix(0, base).UTC().Year()), func(t *testing.T) {
-				m := model(t, c)
-				modeltest.Within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) {
-					sm := simOf(m)
-					s, d := m.Step(m.Initial(), base, m.limit)
-					if !d.Granted {
-						errorf("the whole Limit refused at %d", base)
-						return
-					}
-					for _, at := range []int64{base, base + 1, base + m.window/2, base + m.window - 1, base + m.window} {
-						if at >= modeltest.Y2155 || at < base {
-							continue
-						}
-						for _, n := range []int64{1, m.limit} {
-							if _, d := m.Step(m.Clone(s), at, n); !d.Granted {
-								if msg := modeltest.CheckRetry(sm, s, at, n, d.RetryAfter); msg != "" {
-									errorf("%s", msg)
-								}
-							}
-						}
-					}
-					if msg := modeltest.CheckInitialAt(sm, s, base, base+m.window); msg != "" {
-						errorf("%s", msg)
-					}
-				})
-			})
-		}
-	}
+	modeltest.CheckExtremeConfigs(t, cfgs, false, func(t *testing.T, c Config) (modeltest.Sim[State], []int64) {
+		m := model(t, c)
+		return simOf(m), []int64{0, 1, m.window / 2, m.window - 1, m.window}
+	})
 	t.Run("many entries", func(t *testing.T) {
 		const n = 20000
 		m := model(t, Config{Limit: n, Window: check.MaxDuration})
@@ -266,12 +230,10 @@ func TestExtremeConfigs(t *testing.T) {
 // older instant itself instead, the model documents a stricter refund: that
 // is checked to admit never more than without the grant.
 func TestRefundSameInstant(t *testing.T) {
-	for i, rc := range randomConfigs {
-		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
-			modeltest.CheckRefundSameInstant(t, simOf(m), int64(rc.gap), m.window)
-		})
-	}
+	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
+		m := model(t, c)
+		modeltest.CheckRefundSameInstant(t, simOf(m), gap, m.window)
+	})
 }
 
 // TestRefundAfterWindowEnded: a refund of a grant that has left the window
@@ -306,12 +268,10 @@ func TestRefundAfterWindowEnded(t *testing.T) {
 // at their instant or later, after other decisions; the grants not
 // refunded keep within Limit in any Window.
 func TestRefundNeverExceedsBound(t *testing.T) {
-	for i, rc := range randomConfigs {
-		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
-			// In order: the refunds alone are under test here.
-			// A refund in a call's place, at the newest instant decided.
-			modeltest.CheckRefundsKeepBound(t, simOf(m), int64(rc.gap), 0, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })
-		})
-	}
+	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
+		m := model(t, c)
+		// In order: the refunds alone are under test here.
+		// A refund in a call's place, at the newest instant decided.
+		modeltest.CheckRefundsKeepBound(t, simOf(m), gap, 0, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })
+	})
 }

@@ -2,7 +2,6 @@ package slidingwindow
 
 import (
 	"fmt"
-	"math/rand"
 	"testing"
 	"time"
 
@@ -177,10 +176,7 @@ func checkBound(t *testing.T, m *Model, gs []modeltest.Grant, cs []modeltest.Cal
 	}
 }
 
-var randomConfigs = []struct {
-	c   Config
-	gap time.Duration
-}{
+var randomConfigs = []modeltest.Random[Config]{
 	{Config{Limit: 10, Window: 500 * time.Millisecond, Segments: 5}, 40 * time.Millisecond},
 	{Config{Limit: 1, Window: time.Second, Segments: 1}, 400 * time.Millisecond},
 	{Config{Limit: 1, Window: time.Second, Segments: 4}, 300 * time.Millisecond},
@@ -197,28 +193,23 @@ var randomConfigs = []struct {
 // instants go back by up to a window and forward again, and checks the
 // bounds, RetryAfter and InitialAt.
 func TestOutOfOrder(t *testing.T) {
-	for i, rc := range randomConfigs {
-		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
-			modeltest.CheckOutOfOrder(t, simOf(m), int64(rc.gap), m.window, func(gs []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, gs, cs) })
-		})
-	}
+	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
+		m := model(t, c)
+		modeltest.CheckOutOfOrder(t, simOf(m), gap, m.window, func(gs []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, gs, cs) })
+	})
 }
 
 // TestCloneIsDeep: Step on a clone leaves the original deciding as a replay
 // of its calls does.
 func TestCloneIsDeep(t *testing.T) {
 	m := model(t, Config{Limit: 10, Window: 500 * time.Millisecond, Segments: 5})
-	r := rand.New(rand.NewSource(1))
-	cs := modeltest.Calls(r, t0, 500, 40*ms, 500*ms, 10)
-	modeltest.CheckCloneIsDeep(t, simOf(m), cs, 200*ms, r)
+	modeltest.CheckCloneIsDeep(t, simOf(m), 500, 40*ms, 500*ms, 200*ms)
 }
 
 // TestExtremeConfigs: the largest and smallest values Validate accepts,
 // MaxSegments among them.
 func TestExtremeConfigs(t *testing.T) {
 	const big = 1 << 53
-	bases := []int64{0, 1, t0 + 1, time.Date(2154, 12, 31, 0, 0, 0, 0, time.UTC).UnixNano()}
 	var cfgs []Config
 	for _, limit := range []int{1, 2, big} {
 		cfgs = append(cfgs,
@@ -235,43 +226,14 @@ func TestExtremeConfigs(t *testing.T) {
 	for _, c := range cfgs {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%+v: %v", c, err)
-			continue
-		}
-		for _, base := range bases {
-			t.Run(fmt.Sprintf("%+v/%d", c, time.Unix(0, base).UTC().Year()), func(t *testing.T) {
-				m := model(t, c)
-				modeltest.Within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) {
-					sm := simOf(m)
-					s, d := m.Step(m.Initial(), base, m.limit)
-					if !d.Granted {
-						errorf("the whole Limit refused at %d", base)
-						return
-					}
-					s, _ = m.Step(s, base, max(1, m.limit/2)) // refused
-					for _, at := range []int64{base, base + 1, base + m.seg, base + m.window/2, base + m.window - 1, base + m.window, base + 2*m.window - 1} {
-						if at >= modeltest.Y2155 || at < base { // past the documented range, or overflowed
-							continue
-						}
-						for _, n := range []int64{1, m.limit} {
-							if _, d := m.Step(m.Clone(s), at, n); !d.Granted {
-								if msg := modeltest.CheckRetry(sm, s, at, n, d.RetryAfter); msg != "" {
-									errorf("%s", msg)
-								}
-							}
-						}
-					}
-					ia := m.InitialAt(s)
-					if ia <= base || ia > check.Far {
-						errorf("InitialAt %d after a grant at %d", ia, base)
-						return
-					}
-					if msg := modeltest.CheckInitialAt(sm, s, base, sm.GrantEnd(base)); msg != "" {
-						errorf("%s", msg)
-					}
-				})
-			})
 		}
 	}
+	// A refused request after the grant, so that the probes see a state
+	// that has decided twice at base.
+	modeltest.CheckExtremeConfigs(t, cfgs, true, func(t *testing.T, c Config) (modeltest.Sim[State], []int64) {
+		m := model(t, c)
+		return simOf(m), []int64{0, 1, m.seg, m.window / 2, m.window - 1, m.window, 2*m.window - 1}
+	})
 }
 
 // ---- Refund ----
@@ -283,12 +245,10 @@ func TestExtremeConfigs(t *testing.T) {
 // older instant itself instead, the model documents a stricter refund: that
 // is checked to admit never more than without the grant.
 func TestRefundSameInstant(t *testing.T) {
-	for i, rc := range randomConfigs {
-		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
-			modeltest.CheckRefundSameInstant(t, simOf(m), int64(rc.gap), m.window)
-		})
-	}
+	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
+		m := model(t, c)
+		modeltest.CheckRefundSameInstant(t, simOf(m), gap, m.window)
+	})
 }
 
 // TestRefundAfterWindowEnded: a refund of a grant that no longer counts
@@ -316,11 +276,9 @@ func TestRefundAfterWindowEnded(t *testing.T) {
 // at their instant or later, after other decisions; the grants not
 // refunded keep within the bounds.
 func TestRefundNeverExceedsBound(t *testing.T) {
-	for i, rc := range randomConfigs {
-		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
-			// A refund in a call's place, at the newest instant decided.
-			modeltest.CheckRefundsKeepBound(t, simOf(m), int64(rc.gap), m.window, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })
-		})
-	}
+	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
+		m := model(t, c)
+		// A refund in a call's place, at the newest instant decided.
+		modeltest.CheckRefundsKeepBound(t, simOf(m), gap, m.window, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })
+	})
 }

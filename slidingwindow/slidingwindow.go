@@ -74,10 +74,7 @@ const pkg = "slidingwindow"
 
 // Validate reports the first invalid field, wrapping ratelimit.ErrInvalidConfig.
 func (c Config) Validate() error {
-	if err := check.Count(pkg, "Limit", c.Limit, 1); err != nil {
-		return err
-	}
-	if err := check.Duration(pkg, "Window", c.Window); err != nil {
+	if err := check.LimitWindow(pkg, c.Limit, c.Window); err != nil {
 		return err
 	}
 	if c.Segments < 0 || c.Segments > MaxSegments {

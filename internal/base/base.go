@@ -112,3 +112,32 @@ func (q *Queueing[L]) Leave(now func() time.Time, lease L, err error) (L, error)
 	}
 	return lease, err
 }
+
+// WaitPause waits out the pause stored under key in pauses (see Pause), if
+// it has not ended by clock's Now (the system clock when clock is nil),
+// and then forgets it, unless a later one replaced it meanwhile. It does
+// not wait when failFast is set or ctx's deadline comes before the pause
+// ends: it returns refused, with the time left in wait. err is Sleep's.
+func WaitPause[T interface{ Stop() bool }](ctx context.Context, clock interface {
+	Now() time.Time
+	AfterFunc(time.Duration, func()) T
+}, pauses *sync.Map, key string, failFast bool) (wait time.Duration, refused bool, err error) {
+	now := time.Now
+	if clock != nil {
+		now = clock.Now
+	}
+	until, ok := pauses.Load(key)
+	if !ok {
+		return 0, false, nil
+	}
+	if wait = until.(time.Time).Sub(now()); wait > 0 {
+		if deadline, has := ctx.Deadline(); failFast || (has && deadline.Sub(now()) < wait) {
+			return wait, true, nil
+		}
+		if err := Sleep(ctx, clock, wait); err != nil {
+			return wait, false, err
+		}
+	}
+	pauses.CompareAndDelete(key, until)
+	return wait, false, nil
+}

@@ -36,6 +36,16 @@ func Duration(pkg, field string, d time.Duration) error {
 	return nil
 }
 
+// LimitWindow checks the fields the window algorithms (fixedwindow,
+// slidinglog, slidingwindow) share: Limit in [1, MaxLimit], then Window in
+// (0, MaxDuration].
+func LimitWindow(pkg string, limit int, window time.Duration) error {
+	if err := Count(pkg, "Limit", limit, 1); err != nil {
+		return err
+	}
+	return Duration(pkg, "Window", window)
+}
+
 // Queue checks a queue configuration.
 func Queue(pkg string, q ratelimit.Queue) error {
 	if q.Order > ratelimit.NewestFirst {

@@ -41,6 +41,23 @@ func New[C, M any](t testing.TB, newModel func(C) (M, error), c C) *M {
 	return &m
 }
 
+// Random is a configuration the random sequences run on, with the most
+// their clock moves forward from one call to the next. Like Step, it is an
+// alias of an unnamed struct so that tables may list its fields unkeyed.
+type Random[C any] = struct {
+	C   C
+	Gap time.Duration
+}
+
+// EachRandom runs f in a subtest for each of rcs, named by its index and
+// configuration, with the configuration and its Gap in nanoseconds.
+func EachRandom[C any](t *testing.T, rcs []Random[C], f func(t *testing.T, c C, gap int64)) {
+	t.Helper()
+	for i, rc := range rcs {
+		t.Run(fmt.Sprintf("%d/%+v", i, rc.C), func(t *testing.T) { f(t, rc.C, int64(rc.Gap)) })
+	}
+}
+
 // Step is one request of a step table and the decision expected for it.
 // Retry is checked for refusals only (a grant's RetryAfter is never read).
 // It is an alias of an unnamed struct so that tables may list its fields
@@ -283,6 +300,63 @@ func Within(t *testing.T, limit time.Duration, what string, f func(errorf func(s
 	}
 }
 
+// ExtremeBases are the instants CheckExtremeConfigs grants from: the
+// epoch, 1ns after it, 1ns after T0, and the last day of 2154, just before
+// Y2155.
+var ExtremeBases = []int64{0, 1, T0 + 1, time.Date(2154, 12, 31, 0, 0, 0, 0, time.UTC).UnixNano()}
+
+// CheckExtremeConfigs runs a subtest for each configuration of cfgs and
+// each of ExtremeBases, in which the model must return within 5 seconds
+// (Within). setup returns the model's Sim for a configuration, and the
+// offsets from base to probe at. The whole Capacity must be granted at
+// base on a fresh state; then (after a refused request for
+// max(1, Capacity/2) more at base, if again) every refusal of 1 or
+// Capacity permits at base+offset must be exact (CheckRetry), for the
+// instants that are before Y2155 and not before base (overflowed);
+// InitialAt must be in (base, Far], and pass CheckInitialAt with a grant
+// counting until GrantEnd(base).
+func CheckExtremeConfigs[C, S any](t *testing.T, cfgs []C, again bool, setup func(t *testing.T, c C) (Sim[S], []int64)) {
+	t.Helper()
+	for _, c := range cfgs {
+		for _, base := range ExtremeBases {
+			t.Run(fmt.Sprintf("%+v/%d", c, time.Unix(0, base).UTC().Year()), func(t *testing.T) {
+				m, offsets := setup(t, c)
+				Within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) {
+					s, d := m.Step(m.Initial(), base, m.Capacity)
+					if !d.Granted {
+						errorf("the whole Limit refused at %d", base)
+						return
+					}
+					if again {
+						s, _ = m.Step(s, base, max(1, m.Capacity/2)) // refused
+					}
+					for _, off := range offsets {
+						at := base + off
+						if at >= Y2155 || at < base { // past the documented range, or overflowed
+							continue
+						}
+						for _, n := range []int64{1, m.Capacity} {
+							if _, d := m.Step(m.clone(s), at, n); !d.Granted {
+								if msg := CheckRetry(m, s, at, n, d.RetryAfter); msg != "" {
+									errorf("%s", msg)
+								}
+							}
+						}
+					}
+					ia := m.InitialAt(s)
+					if ia <= base || ia > m.Far {
+						errorf("InitialAt %d after a grant at %d", ia, base)
+						return
+					}
+					if msg := CheckInitialAt(m, s, base, m.GrantEnd(base)); msg != "" {
+						errorf("%s", msg)
+					}
+				})
+			})
+		}
+	}
+}
+
 // SameDecisions checks that a and b decide alike (the whole Decision) for
 // requests of 0, 1, 2, Capacity/2 and Capacity permits at 5 instants from
 // at on, each up to gap after the one before (drawn from r). It stops the
@@ -325,24 +399,28 @@ func NeverLooser[S any](t testing.TB, m Sim[S], a, b S, at, gap int64, r *rand.R
 	}
 }
 
-// CheckCloneIsDeep runs cs; after each call it steps a clone of the state
-// through 20 more requests (up to gap apart, drawn from r) and checks that
-// the state still decides as a replay of cs up to that call does
-// (SameDecisions, from that call's instant, up to gap apart).
-func CheckCloneIsDeep[S any](t testing.TB, m Sim[S], cs []Call, gap int64, r *rand.Rand) {
+// CheckCloneIsDeep runs n calls (Calls, from seed 1, starting at T0, each
+// up to gap after the one before and a third up to skew before the clock);
+// after each call it steps a clone of the state through 20 more requests
+// (up to probeGap apart) and checks that the state still decides as a
+// replay of the calls up to that one does (SameDecisions, from that call's
+// instant, up to probeGap apart).
+func CheckCloneIsDeep[S any](t testing.TB, m Sim[S], n int, gap, skew, probeGap int64) {
 	t.Helper()
+	r := rand.New(rand.NewSource(1))
+	cs := Calls(r, T0, n, gap, skew, m.Capacity)
 	s := m.Initial()
 	for i, c := range cs {
 		s, _ = m.Step(s, c.At, c.N)
 		c2 := m.Clone(s)
-		for _, x := range Calls(r, c.At, 20, gap, 0, m.Capacity) {
+		for _, x := range Calls(r, c.At, 20, probeGap, 0, m.Capacity) {
 			c2, _ = m.Step(c2, x.At, x.N)
 		}
 		replay := m.Initial()
 		for _, x := range cs[:i+1] {
 			replay, _ = m.Step(replay, x.At, x.N)
 		}
-		SameDecisions(t, m, s, replay, c.At, gap, r)
+		SameDecisions(t, m, s, replay, c.At, probeGap, r)
 	}
 }
 

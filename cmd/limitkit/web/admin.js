@@ -211,13 +211,21 @@ function keyPath() {
   return `/policies/${encodeURIComponent($('#reset-policy').value)}/keys/${encodeURIComponent($('#reset-key').value.trim())}`;
 }
 
-async function peek(ev) {
-  ev.preventDefault();
+// keyForm clears the keys form's messages and returns the form, or null,
+// with the error shown, when no key is given.
+function keyForm() {
   const form = $('#keys');
   clearErrors(form);
   $('#keys-error').textContent = '';
   $('#reset-msg').textContent = '';
-  if (!$('#reset-key').value.trim()) { showError(form, {field: 'key', error: 'a key is required'}, $('#keys-error')); return; }
+  if (!$('#reset-key').value.trim()) { showError(form, {field: 'key', error: 'a key is required'}, $('#keys-error')); return null; }
+  return form;
+}
+
+async function peek(ev) {
+  ev.preventDefault();
+  const form = keyForm();
+  if (!form) return;
   try {
     const f = await api('GET', keyPath());
     $('#reset-msg').textContent = `${f.key} under ${f.policy}: ${f.remaining} of ${f.limit} remaining` +
@@ -228,11 +236,8 @@ async function peek(ev) {
 }
 
 async function reset() {
-  const form = $('#keys');
-  clearErrors(form);
-  $('#keys-error').textContent = '';
-  $('#reset-msg').textContent = '';
-  if (!$('#reset-key').value.trim()) { showError(form, {field: 'key', error: 'a key is required'}, $('#keys-error')); return; }
+  const form = keyForm();
+  if (!form) return;
   try {
     await api('POST', `${keyPath()}/reset`);
     $('#reset-msg').textContent = `Reset ${$('#reset-key').value.trim()} under ${$('#reset-policy').value}: its limit starts afresh.`;
