@@ -117,9 +117,12 @@ type Refunder interface {
 // module's wrapper uses it), since a Wait answered at once cannot be told
 // apart from outside without reading the clock twice. The limiters of this
 // module that can make a Wait wait implement it: memory, redis, FromRate,
-// Chain, and partitioned's (For, Shared, NoLimit) and shadow's wrappers.
-// A type that embeds one of them and changes its Wait must change (or
-// hide) WaitObserved too, or its callers' observers bypass that Wait.
+// Chain, and partitioned's (For, Shared, NoLimit) and shadow's wrappers. A
+// wrapper (partitioned's, Chain) passes it on to the limiter it waits on;
+// when that one is not an ObservableWaiter, it cannot tell, and each of its
+// Waits is told as queued for its whole duration. A type that embeds one of
+// them and changes its Wait must change (or hide) WaitObserved too, or its
+// callers' observers bypass that Wait.
 type ObservableWaiter interface {
 	// WaitObserved is Wait. When the call joins the queue (it cannot be
 	// answered at once: memory queues it, Redis and FromRate sleep), it

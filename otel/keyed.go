@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
 )
 
 // KeyedLimiter is a limiter of many resources, each with its own limit:
@@ -12,6 +13,14 @@ import (
 type KeyedLimiter[R any] interface {
 	Acquire(ctx context.Context, resource R, permits int) (ratelimit.Lease, error)
 	Wait(ctx context.Context, resource R, permits int) (ratelimit.Lease, error)
+}
+
+// ObservableKeyedWaiter is a KeyedLimiter whose Wait can tell a
+// ratelimit.QueueObserver of the calls that queue, as a
+// ratelimit.ObservableWaiter does for one limiter: *partitioned.Limiter[R]
+// is one.
+type ObservableKeyedWaiter[R any] interface {
+	WaitObserved(ctx context.Context, resource R, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error)
 }
 
 // Keyed is a KeyedLimiter whose decisions are recorded on a Recorder: those
@@ -23,14 +32,16 @@ type KeyedLimiter[R any] interface {
 // Concurrency leases are not tracked through Keyed (ratelimit.active_request_leases):
 // wrap the partitions' limiters instead (Recorder.ForKey).
 type Keyed[R any] struct {
-	k KeyedLimiter[R]
-	r *Recorder
+	k  KeyedLimiter[R]
+	ow ObservableKeyedWaiter[R] // k, when it reports the Waits that queue
+	r  *Recorder
 }
 
 // WrapKeyed returns k recording its decisions on r. The Keyed owns k: its
 // Close closes k (when an io.Closer), not r.
 func WrapKeyed[R any](r *Recorder, k KeyedLimiter[R]) *Keyed[R] {
-	return &Keyed[R]{k: k, r: r}
+	ow, _ := k.(ObservableKeyedWaiter[R])
+	return &Keyed[R]{k: k, ow: ow, r: r}
 }
 
 // Acquire is the keyed limiter's Acquire, recorded.
@@ -48,14 +59,18 @@ func (k *Keyed[R]) Acquire(ctx context.Context, resource R, permits int) (rateli
 	return lease, err
 }
 
-// Wait is the keyed limiter's Wait, recorded as Limiter.Wait is.
+// Wait is the keyed limiter's Wait, recorded as Limiter.Wait is: only the
+// calls that queue are counted in the queue instruments when the keyed
+// limiter is an ObservableKeyedWaiter; every call otherwise.
 func (k *Keyed[R]) Wait(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
 	r := k.r
-	r.queued.Add(1)
-	start := monotonic()
-	lease, err := k.k.Wait(ctx, resource, permits)
-	r.timeInQueue.Record(nonNil(ctx), (monotonic() - start).Seconds(), r.waitOpts[resultIndex(lease, err)]...)
-	r.queued.Add(-1)
+	var lease ratelimit.Lease
+	var err error
+	if k.ow != nil {
+		lease, err = k.ow.WaitObserved(ctx, resource, permits, (*queueObserver)(r))
+	} else {
+		lease, err = backend.WaitTold(ctx, permits, (*queueObserver)(r), func() (ratelimit.Lease, error) { return k.k.Wait(ctx, resource, permits) })
+	}
 	r.record(lease, err, permits)
 	return lease, err
 }

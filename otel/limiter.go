@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/shadow"
 )
 
@@ -123,11 +124,7 @@ func (w *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 	if w.ow != nil {
 		lease, err = w.ow.WaitObserved(ctx, permits, (*queueObserver)(r))
 	} else {
-		o, octx := (*queueObserver)(r), nonNil(ctx)
-		o.Queued(octx, permits)
-		start := monotonic()
-		lease, err = w.l.Wait(ctx, permits)
-		o.Dequeued(octx, permits, monotonic()-start, lease, err)
+		lease, err = backend.WaitObserved(ctx, w.l, permits, (*queueObserver)(r))
 	}
 	r.record(lease, err, permits)
 	return r.hold(lease, err, permits), err

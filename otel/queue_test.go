@@ -8,8 +8,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	limitotel "github.com/limitkit/ratelimit/otel"
+	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/shadow"
 )
 
@@ -99,4 +101,42 @@ func TestShadowWaitNotQueued(t *testing.T) {
 		}
 	}
 	check(t, m.collect(t), []want{{inQueue, nil, 0}, {queued, nil, 0}, {requests, []string{"ratelimit.result=acquired"}, 2}})
+}
+
+// A recorded partitioned limiter (WrapKeyed) counts only the Waits its
+// partitions queue.
+func TestKeyedWaitQueued(t *testing.T) {
+	m := newMeter(t)
+	cfg := concurrency.Config{Limit: 1}
+	clock := newClock()
+	p, err := partitioned.New(partitioned.Config[string]{
+		Key: func(s string) string { return s },
+		New: func(string) (ratelimit.Limiter, error) { return mustMemory(t, cfg, clock), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := limitotel.NewRecorder(limitotel.WithMeterProvider(m), limitotel.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	k := limitotel.WrapKeyed(rec, p)
+	defer k.Close()
+	ctx := context.Background()
+	first, err := k.Wait(ctx, "a", 1) // granted at once
+	if err != nil || !first.Acquired() {
+		t.Fatal(first, err)
+	}
+	check(t, m.collect(t), []want{{inQueue, nil, 0}, {queued, nil, 0}})
+	waiter := make(chan ratelimit.Lease, 1)
+	go func() { lease, _ := k.Wait(ctx, "a", 1); waiter <- lease }()
+	waitQueued(t, m, 1)
+	first.Release()
+	if lease := <-waiter; !lease.Acquired() {
+		t.Fatal(lease)
+	} else {
+		lease.Release()
+	}
+	check(t, m.collect(t), []want{{inQueue, nil, 1}, {queued, nil, 0}, {requests, []string{"ratelimit.result=acquired"}, 2}})
 }

@@ -187,7 +187,7 @@ func (l *Limiter[R]) check(ctx context.Context, permits int) error {
 // invalid call (see Wait) is reported before any partition is looked up
 // or created.
 func (l *Limiter[R]) Acquire(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
-	return l.take(ctx, resource, permits, false)
+	return l.take(ctx, resource, permits, false, nil)
 }
 
 // Wait takes permits from resource's partition, waiting until ctx is done.
@@ -196,12 +196,20 @@ func (l *Limiter[R]) Acquire(ctx context.Context, resource R, permits int) (rate
 // by New (ratelimit.ErrInvalidConfig) are reported before any partition is
 // looked up or created; then a closed Limiter returns ratelimit.ErrClosed.
 func (l *Limiter[R]) Wait(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
-	return l.take(ctx, resource, permits, true)
+	return l.take(ctx, resource, permits, true, nil)
+}
+
+// WaitObserved is Wait, telling o (when not nil) of the time the call
+// spends queued, as ratelimit.ObservableWaiter says: the partition's
+// limiter tells it when it is an ObservableWaiter (every limiter of this
+// module is); the Wait of another is told as queued for its whole duration.
+func (l *Limiter[R]) WaitObserved(ctx context.Context, resource R, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+	return l.take(ctx, resource, permits, true, o)
 }
 
 // take checks the call, then asks resource's partition for permits: it
-// waits (Wait) if wait is set, and asks now (Acquire) otherwise.
-func (l *Limiter[R]) take(ctx context.Context, resource R, permits int, wait bool) (ratelimit.Lease, error) {
+// waits (Wait, telling o) if wait is set, and asks now (Acquire) otherwise.
+func (l *Limiter[R]) take(ctx context.Context, resource R, permits int, wait bool, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	if err := l.check(ctx, permits); err != nil {
 		return ratelimit.Lease{}, err
 	}
@@ -211,7 +219,7 @@ func (l *Limiter[R]) take(ctx context.Context, resource R, permits int, wait boo
 	}
 	defer p.done()
 	if wait {
-		return lim.Wait(ctx, permits)
+		return backend.WaitObserved(ctx, lim, permits, o)
 	}
 	return lim.Acquire(ctx, permits)
 }
@@ -689,6 +697,10 @@ func (b bound[R]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 	return b.l.Wait(ctx, b.r, permits)
 }
 
+func (b bound[R]) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+	return b.l.WaitObserved(ctx, b.r, permits, o)
+}
+
 func (b bound[R]) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
 	return b.l.Refund(ctx, b.r, lease, permits)
 }
@@ -713,6 +725,11 @@ func (noLimit) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error
 }
 
 func (n noLimit) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return n.Acquire(ctx, permits)
+}
+
+// WaitObserved is Wait: nothing queues.
+func (n noLimit) WaitObserved(ctx context.Context, permits int, _ ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	return n.Acquire(ctx, permits)
 }
 
@@ -760,6 +777,10 @@ func (s shared) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) 
 	return s.l.Wait(ctx, permits)
 }
 
+func (s shared) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+	return backend.WaitObserved(ctx, s.l, permits, o)
+}
+
 // IdleFor is the shared limiter's; never idle when it is not an Idler (New
 // refuses such a partition).
 func (s shared) IdleFor() (time.Duration, bool) {
@@ -777,3 +798,10 @@ type sharedRefunder struct {
 func (s sharedRefunder) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
 	return s.r.Refund(ctx, lease, permits)
 }
+
+var (
+	_ ratelimit.ObservableWaiter = bound[string]{}
+	_ ratelimit.ObservableWaiter = noLimit{}
+	_ ratelimit.ObservableWaiter = shared{}
+	_ ratelimit.ObservableWaiter = sharedRefunder{}
+)
