@@ -37,7 +37,7 @@ type AdminOptions struct {
 
 // NewAdmin returns the admin API of reg and its store, a JSON API over HTTP:
 //
-//	GET    /policies                          list (200: {"policies": [...]})
+//	GET    /policies                          list (200: {"policies": [...]}, and "undecodable": [names] when stored policies do not decode)
 //	GET    /policies/{name}                   one policy (200)
 //	POST   /policies                          create (201; the body is a policy, without version)
 //	PUT    /policies/{name}                   update (200; the body is the policy with the version it replaces)
@@ -194,13 +194,19 @@ func actor(r *http.Request) (string, error) {
 
 func (a *admin) list(w http.ResponseWriter, r *http.Request) {
 	ps, err := a.reg.Store().List(r.Context())
-	if err != nil {
+	var bad *UndecodableError
+	if err != nil && !errors.As(err, &bad) {
 		a.error(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Policies []Policy `json:"policies"`
-	}{ps})
+	out := struct {
+		Policies    []Policy `json:"policies"`
+		Undecodable []string `json:"undecodable,omitempty"` // stored policies that do not decode: fix or delete them
+	}{Policies: ps}
+	if bad != nil {
+		out.Undecodable = bad.Names
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *admin) get(w http.ResponseWriter, r *http.Request) {

@@ -96,6 +96,18 @@ var (
 	ErrInvalidKey = errors.New("policy: invalid key")
 )
 
+// UndecodableError is Store.List's error when some stored policies cannot
+// be decoded (written by a newer version of this package, say, or by hand):
+// List returns the others with it, and a Registry keeps applying what it
+// applied of these before. Its Error names them and says why.
+type UndecodableError struct {
+	Names []string // sorted
+	Err   error    // the decoding errors, joined
+}
+
+func (e *UndecodableError) Error() string { return e.Err.Error() }
+func (e *UndecodableError) Unwrap() error { return e.Err }
+
 // Global is the Key of a policy that is one limit for every caller: the
 // registry ignores the key given with each call.
 const Global = "global"

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,14 +157,21 @@ func (s *RedisStore) List(ctx context.Context) ([]Policy, error) {
 		return nil, err
 	}
 	out := make([]Policy, 0, len(defs.Val()))
+	var bad []string
+	var errs []error
 	for name, body := range defs.Val() {
 		p, err := decodeStored(name, body, vers.Val()[name])
 		if err != nil {
-			return nil, err
+			bad, errs = append(bad, name), append(errs, err)
+			continue
 		}
 		out = append(out, p)
 	}
 	sortPolicies(out)
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		return out, &UndecodableError{Names: bad, Err: errors.Join(errs...)}
+	}
 	return out, nil
 }
 

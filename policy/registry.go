@@ -161,7 +161,9 @@ func (r *Registry) Store() Store { return r.store }
 // Reload reads the store now and applies what changed (the watcher does it
 // on every notification; the admin API after each write, so that a write
 // is seen at once by the process that made it). Reloads are serialized, so
-// a later read is never applied before an earlier one.
+// a later read is never applied before an earlier one. A policy the store
+// cannot decode (an *UndecodableError) keeps what the registry applied of
+// it before, the others are applied, and the error is returned.
 func (r *Registry) Reload(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -169,19 +171,30 @@ func (r *Registry) Reload(ctx context.Context) error {
 		return ratelimit.ErrClosed
 	}
 	ps, err := r.store.List(ctx)
-	if err != nil {
+	var bad *UndecodableError
+	if err != nil && !errors.As(err, &bad) {
 		return &listError{fmt.Errorf("policy: reading the store: %w", err)}
 	}
-	return r.apply(ps)
+	var keep []string
+	if bad != nil {
+		keep = bad.Names
+	}
+	return errors.Join(err, r.apply(ps, keep))
 }
 
-// apply makes the registry hold ps; it requires r.mu.
-func (r *Registry) apply(ps []Policy) error {
+// apply makes the registry hold ps, and keeps the entries of the names in
+// keep as they are; it requires r.mu.
+func (r *Registry) apply(ps []Policy, keep []string) error {
 	old := *r.entries.Load()
-	next := make(map[string]*entry, len(ps))
+	next := make(map[string]*entry, len(ps)+len(keep))
+	for _, name := range keep {
+		if e := old[name]; e != nil {
+			next[name] = e
+		}
+	}
 	var errs []error
 	var retired []*entry
-	changed := len(old) != len(ps)
+	changed := len(old) != len(next)+len(ps)
 	for _, p := range ps {
 		e := old[p.Name]
 		if e != nil {

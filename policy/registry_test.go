@@ -2,7 +2,9 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -534,5 +536,77 @@ func TestRegistryRedisKeyKindChange(t *testing.T) {
 	slices.Sort(keys)
 	if want := []string{"limitkit:limit:p:global:{global}:fw", "limitkit:limit:p:ip:{global}:fw", "limitkit:limit:p:user:{global}:fw"}; !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)
+	}
+}
+
+// A stored policy that no longer decodes (written by a newer version, or by
+// hand) blocks nothing: List returns the others with an *UndecodableError
+// naming it, the registry applies the others' changes and keeps what it
+// applied of it, and reports the error.
+func TestRegistryUndecodablePolicy(t *testing.T) {
+	ctx := context.Background()
+	s, c := newMiniStore(t)
+	for _, name := range []string{"a", "b"} {
+		if _, err := s.Create(ctx, window(name, 3, "user", "web"), "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var reported []error
+	r := newRegistry(t, s, Options{OnError: func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() }})
+	if err := c.HSet(ctx, s.defs, "a", `{"name":"a","algorithm":"from-the-future"}`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	v := update(t, s, window("b", 5, "user", "web")).Version
+	waitFor(t, time.Second, "the update of b", applied(r, "b", v))
+	if got := grants(t, r, "b", "u", "web", 9); got != 5 {
+		t.Errorf("b: %d grants, want 5 (its update applied)", got)
+	}
+	if got := grants(t, r, "a", "u", "web", 9); got != 3 {
+		t.Errorf("a: %d grants, want 3 (its previous version kept)", got)
+	}
+	ps, err := s.List(ctx)
+	var bad *UndecodableError
+	if !errors.As(err, &bad) || !slices.Equal(bad.Names, []string{"a"}) || len(ps) != 1 || ps[0].Name != "b" {
+		t.Fatalf("List: %v, %v; want b and an UndecodableError naming a", ps, err)
+	}
+	if err := r.Reload(ctx); !errors.As(err, &bad) {
+		t.Errorf("Reload: %v; want the UndecodableError", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reported) == 0 || !errors.As(reported[0], &bad) {
+		t.Errorf("reported %v; want the UndecodableError", reported)
+	}
+}
+
+// The admin API lists what decodes and names what does not.
+func TestAdminListsUndecodable(t *testing.T) {
+	ctx := context.Background()
+	s, c := newMiniStore(t)
+	if _, err := s.Create(ctx, window("b", 3, "user", "web"), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HSet(ctx, s.defs, "a", `not json`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.HSet(ctx, s.versions, "a", "1")
+	h, err := NewAdmin(newRegistry(t, s, Options{}), AdminOptions{Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/policies", nil)
+	req.Header.Set("Authorization", "Bearer t")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	var got struct {
+		Policies    []Policy `json:"policies"`
+		Undecodable []string `json:"undecodable"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {
+		t.Fatalf("%d %s: %v", w.Code, w.Body, err)
+	}
+	if len(got.Policies) != 1 || got.Policies[0].Name != "b" || !slices.Equal(got.Undecodable, []string{"a"}) {
+		t.Errorf("listed %v, undecodable %v; want b, and a undecodable", got.Policies, got.Undecodable)
 	}
 }

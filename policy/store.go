@@ -20,6 +20,8 @@ import (
 // policies never affect each other.
 type Store interface {
 	// List returns every policy, sorted by name: one consistent snapshot.
+	// When some cannot be decoded, it returns the others and an
+	// *UndecodableError naming those.
 	List(ctx context.Context) ([]Policy, error)
 	// Get returns the policy of that name, or ErrUnknownPolicy.
 	Get(ctx context.Context, name string) (Policy, error)
