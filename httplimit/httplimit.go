@@ -191,7 +191,8 @@ type Options struct {
 	// tokenbucket.Config, fixedwindow.Config, ...), which makes the
 	// RateLimit field's t exact on grants (see Middleware). Without it, or
 	// for a limiter that is not one algorithm (a Chain), t is sent only on
-	// refusals, where the lease tells it.
+	// refusals, where the lease tells it. A limiter that is Configured
+	// (policy.Keyed) reports its own, which is used instead.
 	Config ratelimit.Config
 	// Clock reads the time where t needs it (the end of an epoch-aligned
 	// window that has no grant yet); the system clock when nil. Give it the
@@ -236,13 +237,37 @@ type Route struct {
 	Policy  Policy
 }
 
+// Configured is a Keyed limiter that reports the configuration its
+// limiters decide by now: policy.Keyed does, following the live changes of
+// its policy. The middleware then reads the fields that depend on the
+// configuration (RateLimit's t on a grant, RateLimit-Policy's w and qu)
+// from it at each request, rather than from Options.Config (or a Route
+// Policy's Config), which a live change would leave stale. Config returns
+// nil when it does not know.
+type Configured interface {
+	Config() ratelimit.Config
+}
+
 // policy is a validated Policy.
 type policy struct {
 	name   string // as a structured-field String
 	l      Keyed
 	key    KeyFunc
-	window time.Duration
+	window time.Duration // Policy.Window: 0 for the configuration's
 	cfg    ratelimit.Config
+	live   Configured // l, when it reports its configuration
+}
+
+// figures returns the configuration of p's limiters now, and the w of its
+// RateLimit-Policy item (0: omitted).
+func (p *policy) figures() (ratelimit.Config, time.Duration) {
+	cfg := p.cfg
+	if p.live != nil {
+		if c := p.live.Config(); c != nil {
+			cfg = c
+		}
+	}
+	return cfg, policyWindow(cfg, p.window)
 }
 
 func newPolicy(p Policy, defaultKey KeyFunc) (policy, error) {
@@ -263,7 +288,8 @@ func newPolicy(p Policy, defaultKey KeyFunc) (policy, error) {
 	if p.Key == nil {
 		p.Key = defaultKey
 	}
-	return policy{name: sfString(p.Name), l: p.Limiter, key: p.Key, window: policyWindow(p.Config, p.Window), cfg: p.Config}, nil
+	live, _ := p.Limiter.(Configured)
+	return policy{name: sfString(p.Name), l: p.Limiter, key: p.Key, window: p.Window, cfg: p.Config, live: live}, nil
 }
 
 // routeIndex is the marker handler of route i in the routing mux.
@@ -507,15 +533,16 @@ func (m *middleware) setHeaders(h http.Header, leases []decided) {
 			pol = append(pol, ", "...)
 			lim = append(lim, ", "...)
 		}
+		cfg, window := d.p.figures()
 		pol = append(pol, d.p.name...)
 		pol = appendParam(pol, "q", lease.Limit())
-		pol = append(pol, quotaUnit(d.p.cfg)...)
-		if d.p.window > 0 {
-			pol = appendParam(pol, "w", check.CeilSeconds(d.p.window))
+		pol = append(pol, quotaUnit(cfg)...)
+		if window > 0 {
+			pol = appendParam(pol, "w", check.CeilSeconds(window))
 		}
 		lim = append(lim, d.p.name...)
 		lim = appendParam(lim, "r", max(lease.Remaining(), 0))
-		if t, ok := effectiveWindow(d.p.cfg, lease, now); ok {
+		if t, ok := effectiveWindow(cfg, lease, now); ok {
 			lim = appendParam(lim, "t", check.CeilSeconds(t))
 		}
 		if least == nil || lease.Remaining() < least.Remaining() || !lease.Acquired() {

@@ -439,6 +439,18 @@ func (k Keyed) Wait(ctx context.Context, key string, permits int) (ratelimit.Lea
 	return k.r.Wait(ctx, k.name, key, k.app, permits)
 }
 
+// Config is the configuration k's policy decides by now (nil when the
+// registry has no such policy), so that a Keyed is an
+// httplimit.Configured: the middleware's RateLimit fields follow the
+// policy's live changes.
+func (k Keyed) Config() ratelimit.Config {
+	e := (*k.r.entries.Load())[k.name]
+	if e == nil {
+		return nil
+	}
+	return e.policy.Load().Config
+}
+
 // Refund gives lease, a grant of key under k's policy, back to that
 // policy's limiter (see partitioned.Limiter.Refund), so a Keyed is an
 // httplimit.KeyedRefunder: a route's grant that the global limit refused

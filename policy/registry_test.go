@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
@@ -22,7 +23,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-var _ httplimit.Keyed = Keyed{} // so Middleware takes a policy
+var (
+	_ httplimit.Keyed      = Keyed{} // so Middleware takes a policy
+	_ httplimit.Configured = Keyed{} // and follows its changes
+)
 
 func window(name string, limit int, key string, apps ...string) Policy {
 	return Policy{Name: name, Config: fixedwindow.Config{Limit: limit, Window: time.Hour}, Key: key, Apps: apps}
@@ -608,5 +612,39 @@ func TestAdminListsUndecodable(t *testing.T) {
 	}
 	if len(got.Policies) != 1 || got.Policies[0].Name != "b" || !slices.Equal(got.Undecodable, []string{"a"}) {
 		t.Errorf("listed %v, undecodable %v; want b, and a undecodable", got.Policies, got.Undecodable)
+	}
+}
+
+// The HTTP middleware over a policy (Keyed) announces the policy as it is
+// now: a live change of its window changes RateLimit-Policy's w, and one to
+// a concurrency limit adds its quota unit.
+func TestKeyedMiddlewareFollowsChanges(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	s.Create(ctx, window("p", 3, "user", "web"), "a")
+	r := newRegistry(t, s, Options{})
+	h, err := httplimit.Middleware(r.Keyed("p", "web"), httplimit.Options{Policy: "p", Key: func(*http.Request) string { return "u" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := h(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	policyField := func() string {
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		return w.Header().Get("RateLimit-Policy")
+	}
+	if got, want := policyField(), `"p";q=3;w=3600`; got != want {
+		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	}
+	p := window("p", 3, "user", "web")
+	p.Config = fixedwindow.Config{Limit: 3, Window: 2 * time.Hour}
+	waitFor(t, time.Second, "the update", applied(r, "p", update(t, s, p).Version))
+	if got, want := policyField(), `"p";q=3;w=7200`; got != want {
+		t.Errorf("after the window's change: RateLimit-Policy %q, want %q", got, want)
+	}
+	p.Config = concurrency.Config{Limit: 4}
+	waitFor(t, time.Second, "the update", applied(r, "p", update(t, s, p).Version))
+	if got, want := policyField(), `"p";q=4;qu="concurrent-requests"`; got != want {
+		t.Errorf("after the change to a concurrency limit: RateLimit-Policy %q, want %q", got, want)
 	}
 }
