@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/httplimit"
 	"github.com/limitkit/ratelimit/internal/backend"
 )
 
@@ -87,6 +88,16 @@ func (k *Keyed[R]) Refund(ctx context.Context, resource R, lease ratelimit.Lease
 		return rf.Refund(ctx, resource, lease, permits)
 	}
 	lease.Release()
+	return nil
+}
+
+// Config is the keyed limiter's Config when it is an httplimit.Configured
+// (a policy's Keyed), so that the HTTP middleware over a recorded policy
+// follows its live changes; nil otherwise.
+func (k *Keyed[R]) Config() ratelimit.Config {
+	if c, ok := k.k.(httplimit.Configured); ok {
+		return c.Config()
+	}
 	return nil
 }
 

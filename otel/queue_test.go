@@ -10,14 +10,16 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/httplimit"
 	limitotel "github.com/limitkit/ratelimit/otel"
 	"github.com/limitkit/ratelimit/partitioned"
+	"github.com/limitkit/ratelimit/policy"
 	"github.com/limitkit/ratelimit/shadow"
 )
 
 // waitQueued waits, for 5s at the most, until ratelimit.queued_requests
-// reads n: a memory limiter's Wait is counted once it has joined the
-// queue, just after it can be seen there (Stats, or the timer it arms).
+// reads n: a Wait is counted just after it can be seen waiting (in a
+// memory limiter's Stats, or by the timer it arms).
 func waitQueued(t *testing.T, m *meter, n int64) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; {
@@ -139,4 +141,46 @@ func TestKeyedWaitQueued(t *testing.T) {
 		lease.Release()
 	}
 	check(t, m.collect(t), []want{{inQueue, nil, 1}, {queued, nil, 0}, {requests, []string{"ratelimit.result=acquired"}, 2}})
+}
+
+// A recorded policy (WrapKeyed of a policy.Keyed) counts only the Waits
+// that queue, and reports the policy's configuration as it is now
+// (httplimit.Configured), for the HTTP middleware's fields.
+func TestKeyedPolicy(t *testing.T) {
+	ctx := context.Background()
+	store := policy.NewMemoryStore()
+	cfg := concurrency.Config{Limit: 1}
+	if _, err := store.Create(ctx, policy.Policy{Name: "p", Config: cfg, Key: "user", Apps: []string{"*"}}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := policy.NewRegistry(ctx, store, policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	m := newMeter(t)
+	rec, err := limitotel.NewRecorder(limitotel.WithMeterProvider(m), limitotel.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	k := limitotel.WrapKeyed(rec, reg.Keyed("p", "web"))
+	var _ httplimit.Configured = k
+	if got := k.Config(); got != ratelimit.Config(cfg) {
+		t.Errorf("Config() = %v, want %v", got, cfg)
+	}
+	first, err := k.Wait(ctx, "u", 1) // granted at once
+	if err != nil || !first.Acquired() {
+		t.Fatal(first, err)
+	}
+	waiter := make(chan ratelimit.Lease, 1)
+	go func() { lease, _ := k.Wait(ctx, "u", 1); waiter <- lease }()
+	waitQueued(t, m, 1)
+	first.Release()
+	if lease := <-waiter; !lease.Acquired() {
+		t.Fatal(lease)
+	} else {
+		lease.Release()
+	}
+	check(t, m.collect(t), []want{{inQueue, nil, 1}, {queued, nil, 0}})
 }

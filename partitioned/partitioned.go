@@ -201,8 +201,8 @@ func (l *Limiter[R]) Wait(ctx context.Context, resource R, permits int) (ratelim
 
 // WaitObserved is Wait, telling o (when not nil) of the time the call
 // spends queued, as ratelimit.ObservableWaiter says: the partition's
-// limiter tells it when it is an ObservableWaiter (every limiter of this
-// module is); the Wait of another is told as queued for its whole duration.
+// limiter tells it when it is an ObservableWaiter (memory, redis, Chain,
+// FromRate); the Wait of another is told as queued for its whole duration.
 func (l *Limiter[R]) WaitObserved(ctx context.Context, resource R, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	return l.take(ctx, resource, permits, true, o)
 }

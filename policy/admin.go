@@ -154,7 +154,10 @@ func (a *admin) auth(write bool, h http.HandlerFunc) http.HandlerFunc {
 func (a *admin) error(w http.ResponseWriter, err error) {
 	var fe *FieldError
 	var mb *http.MaxBytesError
+	var bad *UndecodableError
 	switch {
+	case errors.As(err, &bad): // the stored data, not the request
+		fail(w, http.StatusInternalServerError, err.Error()+" (replace it with PUT at its version, or DELETE it)", "name", "")
 	case errors.As(err, &mb):
 		fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", mb.Limit), "", "")
 	case errors.As(err, &fe):

@@ -99,13 +99,19 @@ var (
 // UndecodableError is Store.List's error when some stored policies cannot
 // be decoded (written by a newer version of this package, say, or by hand):
 // List returns the others with it, and a Registry keeps applying what it
-// applied of these before. Its Error names them and says why.
+// applied of these before; Get's for one of them. Its Error names them and
+// says why. Replace such a policy (Update at its version) or delete it.
 type UndecodableError struct {
 	Names []string // sorted
 	Err   error    // the decoding errors, joined
 }
 
-func (e *UndecodableError) Error() string { return e.Err.Error() }
+func (e *UndecodableError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("policy: stored policies %q do not decode", e.Names)
+	}
+	return e.Err.Error()
+}
 func (e *UndecodableError) Unwrap() error { return e.Err }
 
 // Global is the Key of a policy that is one limit for every caller: the

@@ -131,17 +131,24 @@ func encodeStored(p Policy) ([]byte, error) {
 	return json.Marshal(p)
 }
 
+// decodeStored decodes the policy name stored as body at version. When it
+// cannot, it returns the name and the version (0 when that does not
+// parse either) with the error: enough to replace or delete it.
 func decodeStored(name string, body, version string) (Policy, error) {
+	v, verr := strconv.ParseInt(version, 10, 64)
 	p, err := Decode(bytes.NewReader([]byte(body)))
+	switch {
+	case err != nil:
+		err = fmt.Errorf("policy: stored policy %q is invalid: %w", name, err)
+	case p.Name != name:
+		err = fmt.Errorf("%w: stored policy %q is named %q", ErrInvalidPolicy, name, p.Name)
+	case verr != nil:
+		err = fmt.Errorf("%w: stored policy %q has version %q", ErrInvalidPolicy, name, version)
+	}
 	if err != nil {
-		return Policy{}, fmt.Errorf("policy: stored policy %q is invalid: %w", name, err)
+		return Policy{Name: name, Version: v}, err
 	}
-	if p.Name != name {
-		return Policy{}, fmt.Errorf("%w: stored policy %q is named %q", ErrInvalidPolicy, name, p.Name)
-	}
-	if p.Version, err = strconv.ParseInt(version, 10, 64); err != nil {
-		return Policy{}, fmt.Errorf("%w: stored policy %q has version %q", ErrInvalidPolicy, name, version)
-	}
+	p.Version = v
 	return p, nil
 }
 
@@ -189,7 +196,11 @@ func (s *RedisStore) Get(ctx context.Context, name string) (Policy, error) {
 	if err != nil && !errors.Is(err, goredis.Nil) {
 		return Policy{}, err
 	}
-	return decodeStored(name, def.Val(), ver.Val())
+	p, err := decodeStored(name, def.Val(), ver.Val())
+	if err != nil {
+		return Policy{}, &UndecodableError{Names: []string{name}, Err: err}
+	}
+	return p, nil
 }
 
 // Create stores a new policy; its version is one more than any its name had.
@@ -210,21 +221,27 @@ func (s *RedisStore) Create(ctx context.Context, p Policy, actor string) (Policy
 
 // Update replaces a policy if p.Version is the stored version. The stored
 // policy is read first for its creation fields (which never change while
-// the version does not).
+// the version does not). A stored policy that does not decode is replaced
+// too (its version is still checked), created anew by actor: its creation
+// fields are lost with its body.
 func (s *RedisStore) Update(ctx context.Context, p Policy, actor string) (Policy, error) {
 	p, err := toWrite(p, actor)
 	if err != nil {
 		return Policy{}, err
 	}
+	t := now()
 	cur, err := s.Get(ctx, p.Name)
-	if err != nil {
+	var bad *UndecodableError
+	switch {
+	case errors.As(err, &bad):
+		cur = Policy{Version: p.Version, CreatedBy: actor, CreatedAt: t} // the write checks the stored version
+	case err != nil:
 		return Policy{}, err
-	}
-	if cur.Version != p.Version {
+	case cur.Version != p.Version:
 		return Policy{}, conflict(p.Name, p.Version, cur.Version)
 	}
 	p.CreatedBy, p.CreatedAt = cur.CreatedBy, cur.CreatedAt
-	p.UpdatedBy, p.UpdatedAt = actor, now()
+	p.UpdatedBy, p.UpdatedAt = actor, t
 	body, err := encodeStored(p)
 	if err != nil {
 		return Policy{}, err

@@ -46,7 +46,7 @@ func Memory(opts ...memory.Option) Backend {
 // refill, or of a sliding window's form (weighted or segmented: both forms
 // use the same keys); the algorithms have suffixes of their own, so a
 // change between them starts on other keys, and the old ones expire. A policy deleted and created again finds
-// the state its keys still hold. opts are passed to redis.NewFactory; a
+// the state its keys still hold, if its key kind is the same. opts are passed to redis.NewFactory; a
 // redis.WithPrefix among them is overridden.
 func Redis(client goredis.UniversalClient, opts ...redis.Option) Backend {
 	return func(p Policy) (Factory, error) {
@@ -64,9 +64,10 @@ type Options struct {
 	IdleTimeout   time.Duration
 	MaxPartitions int
 	// OnError, if set, receives the errors of reloads that follow the
-	// store's notifications: the store could not be read, or a policy's
-	// limiters could not be made (the policy then keeps its previous
-	// limiters, or is absent).
+	// store's notifications: the store could not be read, a stored policy
+	// does not decode (an *UndecodableError, at every reload until it is
+	// replaced or deleted), or a policy's limiters could not be made (the
+	// policy then keeps its previous limiters, or is absent).
 	OnError func(error)
 }
 
@@ -172,7 +173,7 @@ func (r *Registry) Reload(ctx context.Context) error {
 	}
 	ps, err := r.store.List(ctx)
 	var bad *UndecodableError
-	if err != nil && !errors.As(err, &bad) {
+	if err != nil && (!errors.As(err, &bad) || ps == nil) {
 		return &listError{fmt.Errorf("policy: reading the store: %w", err)}
 	}
 	var keep []string
@@ -341,20 +342,28 @@ func (r *Registry) retired(name string, e *entry) bool {
 // ErrInvalidKey, ratelimit.ErrClosed after Close, and the limiter's own.
 // permits == 0 is a status check that takes nothing (see Peek).
 func (r *Registry) Acquire(ctx context.Context, name, key, app string, permits int) (ratelimit.Lease, error) {
-	return r.take(ctx, name, key, app, permits, false)
+	return r.take(ctx, name, key, app, permits, false, nil)
 }
 
 // Wait takes permits for key under policy name, on behalf of app, waiting
 // until ctx is done; errors as Acquire. A waiter whose policy's limiters are
 // replaced waits on the new ones.
 func (r *Registry) Wait(ctx context.Context, name, key, app string, permits int) (ratelimit.Lease, error) {
-	return r.take(ctx, name, key, app, permits, true)
+	return r.take(ctx, name, key, app, permits, true, nil)
+}
+
+// WaitObserved is Wait, telling o of the time the call spends queued, as
+// ratelimit.ObservableWaiter says (through partitioned.Limiter's
+// WaitObserved); a call moved to the policy's new limiters is told of each
+// queue it joins.
+func (r *Registry) WaitObserved(ctx context.Context, name, key, app string, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+	return r.take(ctx, name, key, app, permits, true, o)
 }
 
 // take asks policy name's limiter for permits for key, on behalf of app:
-// waiting (Wait) if wait is set, now (Acquire) otherwise. A call whose
-// policy's limiters are replaced under it asks the new ones.
-func (r *Registry) take(ctx context.Context, name, key, app string, permits int, wait bool) (ratelimit.Lease, error) {
+// waiting (Wait, telling o) if wait is set, now (Acquire) otherwise. A call
+// whose policy's limiters are replaced under it asks the new ones.
+func (r *Registry) take(ctx context.Context, name, key, app string, permits int, wait bool, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	for {
 		e, k, err := r.lookup(name, key, app, true)
 		if err != nil {
@@ -362,7 +371,7 @@ func (r *Registry) take(ctx context.Context, name, key, app string, permits int,
 		}
 		var lease ratelimit.Lease
 		if wait {
-			lease, err = e.lim.Wait(ctx, k, permits)
+			lease, err = e.lim.WaitObserved(ctx, k, permits, o)
 		} else {
 			lease, err = e.lim.Acquire(ctx, k, permits)
 		}
@@ -437,6 +446,12 @@ func (k Keyed) Acquire(ctx context.Context, key string, permits int) (ratelimit.
 // Wait is the registry's Wait for k's policy and application.
 func (k Keyed) Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
 	return k.r.Wait(ctx, k.name, key, k.app, permits)
+}
+
+// WaitObserved is the registry's WaitObserved for k's policy and
+// application (so that otel.WrapKeyed counts only the Waits that queue).
+func (k Keyed) WaitObserved(ctx context.Context, key string, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+	return k.r.WaitObserved(ctx, k.name, key, k.app, permits, o)
 }
 
 // Config is the configuration k's policy decides by now (nil when the

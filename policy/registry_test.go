@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -613,6 +615,24 @@ func TestAdminListsUndecodable(t *testing.T) {
 	if len(got.Policies) != 1 || got.Policies[0].Name != "b" || !slices.Equal(got.Undecodable, []string{"a"}) {
 		t.Errorf("listed %v, undecodable %v; want b, and a undecodable", got.Policies, got.Undecodable)
 	}
+	do := func(method, path, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer t")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	if w := do("GET", "/policies/a", ""); w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), "replace it") {
+		t.Errorf("GET of the undecodable policy: %d %s; want 500, saying how to mend it", w.Code, w.Body)
+	}
+	// Replaced at its stored version: the store holds it again.
+	body := `{"name":"a","algorithm":"fixedwindow","fixedwindow":{"limit":2,"window":"1m"},"key":"user","apps":["*"],"version":1}`
+	if w := do("PUT", "/policies/a", body); w.Code != http.StatusOK {
+		t.Fatalf("PUT over the undecodable policy: %d %s", w.Code, w.Body)
+	}
+	if ps, err := s.List(ctx); err != nil || len(ps) != 2 {
+		t.Errorf("after the PUT: %v, %v; want both policies", ps, err)
+	}
 }
 
 // The HTTP middleware over a policy (Keyed) announces the policy as it is
@@ -646,5 +666,39 @@ func TestKeyedMiddlewareFollowsChanges(t *testing.T) {
 	waitFor(t, time.Second, "the update", applied(r, "p", update(t, s, p).Version))
 	if got, want := policyField(), `"p";q=4;qu="concurrent-requests"`; got != want {
 		t.Errorf("after the change to a concurrency limit: RateLimit-Policy %q, want %q", got, want)
+	}
+}
+
+// passOnStore is a Store whose List passes an error on with no policies,
+// as a wrapper written "if err != nil { return nil, err }" does.
+type passOnStore struct{ *RedisStore }
+
+func (s passOnStore) List(ctx context.Context) ([]Policy, error) {
+	ps, err := s.RedisStore.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("instrumented: %w", err)
+	}
+	return ps, nil
+}
+
+// An UndecodableError with no policies is a store that could not be read:
+// the registry keeps every policy as it is.
+func TestRegistryUndecodableWithoutPolicies(t *testing.T) {
+	ctx := context.Background()
+	s, c := newMiniStore(t)
+	for _, name := range []string{"a", "b"} {
+		if _, err := s.Create(ctx, window(name, 3, "user", "web"), "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newRegistry(t, passOnStore{s}, Options{})
+	if err := c.HSet(ctx, s.defs, "a", `not json`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(ctx); err == nil {
+		t.Error("Reload: nil error")
+	}
+	if got := len(r.Policies()); got != 2 {
+		t.Errorf("%d policies applied, want both kept", got)
 	}
 }

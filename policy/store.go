@@ -20,8 +20,9 @@ import (
 // policies never affect each other.
 type Store interface {
 	// List returns every policy, sorted by name: one consistent snapshot.
-	// When some cannot be decoded, it returns the others and an
-	// *UndecodableError naming those.
+	// When some cannot be decoded, it returns the others (a non-nil slice)
+	// and an *UndecodableError naming those; with any other error, or a
+	// nil slice, a Registry keeps every policy as it is.
 	List(ctx context.Context) ([]Policy, error)
 	// Get returns the policy of that name, or ErrUnknownPolicy.
 	Get(ctx context.Context, name string) (Policy, error)

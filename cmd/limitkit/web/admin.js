@@ -49,7 +49,7 @@ async function signIn(ev) {
     sessionStorage.setItem('limitkit-token', token);
     sessionStorage.setItem('limitkit-actor', actor);
     $('#token').value = '';
-    showApp(list.policies);
+    showApp(list);
   } catch (err) {
     if (err instanceof APIError) showError(form, {field: 'token', error: `Not signed in: ${err.message}`}, $('#token-error'));
     else $('#token-error').textContent = `The server cannot be reached: ${err}`;
@@ -66,17 +66,17 @@ function signOut(message) {
   $('#token-error').textContent = message || '';
 }
 
-function showApp(policies) {
+function showApp(list) {
   $('#signin').hidden = true;
   $('#app').hidden = false;
   $('#whoami').textContent = `Signed in as ${admin.actor || 'admin'}.`;
-  render(policies);
+  render(list);
 }
 
 async function refresh() {
   $('#list-error').textContent = '';
   try {
-    render((await api('GET', '/policies')).policies);
+    render(await api('GET', '/policies'));
   } catch (err) {
     handle(err, $('#app'), $('#list-error'));
   }
@@ -97,8 +97,15 @@ function describe(p) {
 
 function when(t) { return t ? new Date(t).toLocaleString() : ''; }
 
-function render(policies) {
+// render shows the policies of a list the API returned, and names the
+// stored policies that do not decode (which only the API can replace or
+// delete).
+function render(list) {
+  const policies = list.policies;
   admin.policies = policies;
+  if (list.undecodable && list.undecodable.length) {
+    $('#list-error').textContent = `Stored policies that do not decode, left as they were applied: ${list.undecodable.join(', ')}. Replace (PUT) or delete them through the API.`;
+  }
   const body = $('#policies');
   body.replaceChildren();
   for (const p of policies) {
