@@ -2,7 +2,6 @@ package ratelimit_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,21 +47,6 @@ func TestContract(t *testing.T) {
 	}
 }
 
-// observed is a QueueObserver that counts what it is told.
-type observed struct {
-	mu       sync.Mutex
-	queued   int
-	dequeued []ratelimit.Reason
-}
-
-func (o *observed) Queued(context.Context, int) { o.mu.Lock(); o.queued++; o.mu.Unlock() }
-
-func (o *observed) Dequeued(_ context.Context, _ int, _ time.Duration, lease ratelimit.Lease, _ error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.dequeued = append(o.dequeued, lease.Reason())
-}
-
 // A Chain waits in a member's queue as the member does: when the member
 // refuses at once (its queue is full), the chain's observer is told
 // nothing; when the member queues the call, the observer is told once.
@@ -78,18 +62,18 @@ func TestChainObservedInMemberQueue(t *testing.T) {
 	if err != nil || !held.Acquired() {
 		t.Fatal(held, err)
 	}
-	var first observed
+	var first ratelimittest.QueueLog
 	waiter := make(chan ratelimit.Lease, 1)
 	go func() { lease, _ := c.WaitObserved(ctx, 1, &first); waiter <- lease }()
 	for m.Stats().Queued == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	var second observed
+	var second ratelimittest.QueueLog
 	if lease, err := c.WaitObserved(ctx, 1, &second); err != nil || lease.Reason() != ratelimit.ReasonQueueFull {
 		t.Fatalf("with the member's queue full: %v, %v; want a refusal (queue full)", lease, err)
 	}
-	if second.queued != 0 || len(second.dequeued) != 0 {
-		t.Errorf("refused at once, yet told Queued %d times, Dequeued %v", second.queued, second.dequeued)
+	if q, d := second.Told(); len(q)+len(d) != 0 {
+		t.Errorf("refused at once, yet told Queued %d times, Dequeued %d times", len(q), len(d))
 	}
 	held.Release()
 	if lease := <-waiter; !lease.Acquired() {
@@ -97,7 +81,7 @@ func TestChainObservedInMemberQueue(t *testing.T) {
 	} else {
 		lease.Release()
 	}
-	if first.queued != 1 || len(first.dequeued) != 1 || first.dequeued[0] != ratelimit.ReasonNone {
-		t.Errorf("queued in the member, told Queued %d times, Dequeued %v; want once each, a grant", first.queued, first.dequeued)
+	if q, d := first.Told(); len(q) != 1 || len(d) != 1 || !d[0].Lease.Acquired() {
+		t.Errorf("queued in the member, told Queued %d times, Dequeued %v; want once each, a grant", len(q), d)
 	}
 }

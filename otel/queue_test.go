@@ -125,14 +125,22 @@ func TestKeyedWaitQueued(t *testing.T) {
 	defer rec.Close()
 	k := limitotel.WrapKeyed(rec, p)
 	defer k.Close()
-	ctx := context.Background()
-	first, err := k.Wait(ctx, "a", 1) // granted at once
+	waitBehind(t, m, func() (ratelimit.Lease, error) { return k.Wait(context.Background(), "a", 1) })
+	check(t, m.collect(t), []want{{requests, []string{"ratelimit.result=acquired"}, 2}})
+}
+
+// waitBehind calls wait, a Wait for the one permit of a concurrency limit,
+// twice: the first is granted at once, and is not counted in the queue
+// instruments; the second queues until the first is released, and is.
+func waitBehind(t *testing.T, m *meter, wait func() (ratelimit.Lease, error)) {
+	t.Helper()
+	first, err := wait()
 	if err != nil || !first.Acquired() {
 		t.Fatal(first, err)
 	}
 	check(t, m.collect(t), []want{{inQueue, nil, 0}, {queued, nil, 0}})
 	waiter := make(chan ratelimit.Lease, 1)
-	go func() { lease, _ := k.Wait(ctx, "a", 1); waiter <- lease }()
+	go func() { lease, _ := wait(); waiter <- lease }()
 	waitQueued(t, m, 1)
 	first.Release()
 	if lease := <-waiter; !lease.Acquired() {
@@ -140,7 +148,7 @@ func TestKeyedWaitQueued(t *testing.T) {
 	} else {
 		lease.Release()
 	}
-	check(t, m.collect(t), []want{{inQueue, nil, 1}, {queued, nil, 0}, {requests, []string{"ratelimit.result=acquired"}, 2}})
+	check(t, m.collect(t), []want{{inQueue, nil, 1}, {queued, nil, 0}})
 }
 
 // A recorded policy (WrapKeyed of a policy.Keyed) counts only the Waits
@@ -169,18 +177,5 @@ func TestKeyedPolicy(t *testing.T) {
 	if got := k.Config(); got != ratelimit.Config(cfg) {
 		t.Errorf("Config() = %v, want %v", got, cfg)
 	}
-	first, err := k.Wait(ctx, "u", 1) // granted at once
-	if err != nil || !first.Acquired() {
-		t.Fatal(first, err)
-	}
-	waiter := make(chan ratelimit.Lease, 1)
-	go func() { lease, _ := k.Wait(ctx, "u", 1); waiter <- lease }()
-	waitQueued(t, m, 1)
-	first.Release()
-	if lease := <-waiter; !lease.Acquired() {
-		t.Fatal(lease)
-	} else {
-		lease.Release()
-	}
-	check(t, m.collect(t), []want{{inQueue, nil, 1}, {queued, nil, 0}})
+	waitBehind(t, m, func() (ratelimit.Lease, error) { return k.Wait(ctx, "u", 1) })
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/limitkit/ratelimit"
@@ -433,77 +431,43 @@ func checkHeldWithin(newL func() ratelimit.Limiter) error {
 	return heldWithin(newL(), contractCapacity, 16, 100*time.Millisecond, 50*time.Microsecond)
 }
 
-// watchLog is a QueueObserver that records what it is told.
-type watchLog struct {
-	mu       sync.Mutex
-	queued   []int
-	dequeued []watchedEnd
-	foreign  int           // calls with a ctx other than the Wait's
-	joined   chan struct{} // closed at the first Queued
-}
-
-type watchedEnd struct {
-	permits int
-	queued  time.Duration
-	lease   ratelimit.Lease
-	err     error
-}
-
-func newWatchLog() *watchLog { return &watchLog{joined: make(chan struct{})} }
-
-// watchKey marks the ctx of the Waits a watchLog observes.
+// watchKey marks the ctx of the Waits a QueueLog observes in the checks.
 type watchKey struct{}
 
-func (w *watchLog) Queued(ctx context.Context, permits int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if ctx.Value(watchKey{}) != w {
-		w.foreign++
-	}
-	w.queued = append(w.queued, permits)
-	if len(w.queued) == 1 {
-		close(w.joined)
-	}
-}
-
-func (w *watchLog) Dequeued(ctx context.Context, permits int, queued time.Duration, lease ratelimit.Lease, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if ctx.Value(watchKey{}) != w {
-		w.foreign++
-	}
-	w.dequeued = append(w.dequeued, watchedEnd{permits, queued, lease, err})
-}
-
-// told returns what w was told so far.
-func (w *watchLog) told() ([]int, []watchedEnd, int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.queued), slices.Clone(w.dequeued), w.foreign
+// watching returns a QueueLog and the ctx that marks its Waits.
+func watching() (*QueueLog, context.Context) {
+	w := new(QueueLog)
+	return w, context.WithValue(bg, watchKey{}, w)
 }
 
 // nothing fails unless w was told nothing, of a WaitObserved described by what.
-func (w *watchLog) nothing(what string) error {
-	if q, d, _ := w.told(); len(q)+len(d) != 0 {
-		return fmt.Errorf("%s told its observer Queued %v, Dequeued %v; want nothing", what, q, d)
+func nothing(w *QueueLog, what string) error {
+	if q, d := w.Told(); len(q)+len(d) != 0 {
+		return fmt.Errorf("%s told its observer Queued %d times, Dequeued %d times; want nothing", what, len(q), len(d))
 	}
 	return nil
 }
 
-// once fails unless w was told, in ctx, Queued(1) once and then, before
-// the call returned, Dequeued once with what it returned (lease, err),
-// after a time in the queue within took.
-func (w *watchLog) once(lease ratelimit.Lease, err error, took time.Duration) error {
-	q, d, foreign := w.told()
+// once fails unless w was told, in its ctx, Queued(1) once and then,
+// before the call returned, Dequeued once with what it returned (lease,
+// err), after a time in the queue within took.
+func once(w *QueueLog, lease ratelimit.Lease, err error, took time.Duration) error {
+	q, d := w.Told()
+	foreign := 0
+	for _, e := range append(q, d...) {
+		if e.Ctx.Value(watchKey{}) != w {
+			foreign++
+		}
+	}
 	switch {
-	case len(q) != 1 || q[0] != 1:
-		return fmt.Errorf("a WaitObserved(ctx, 1) that queued told its observer Queued %v; want [1]", q)
+	case len(q) != 1 || q[0].Permits != 1:
+		return fmt.Errorf("a WaitObserved(ctx, 1) that queued told its observer Queued %d times (permits %v); want once, 1", len(q), q)
 	case len(d) != 1:
 		return fmt.Errorf("a WaitObserved(ctx, 1) that queued told its observer Dequeued %d times before it returned; want once", len(d))
-	case d[0].permits != 1 || d[0].err != err || d[0].lease != lease:
-		return fmt.Errorf("Dequeued(%d, _, %v, %v); want Dequeued(1, _, %v, %v), what WaitObserved returned", d[0].permits, d[0].lease, d[0].err, lease, err)
-	case d[0].queued < 0 || d[0].queued > took+contractSlack:
-		return fmt.Errorf("Dequeued with %v queued, for a call that took %v", d[0].queued, took)
+	case d[0].Permits != 1 || d[0].Err != err || d[0].Lease != lease:
+		return fmt.Errorf("Dequeued(%d, _, %v, %v); want Dequeued(1, _, %v, %v), what WaitObserved returned", d[0].Permits, d[0].Lease, d[0].Err, lease, err)
+	case d[0].Queued < 0 || d[0].Queued > took+contractSlack:
+		return fmt.Errorf("Dequeued with %v queued, for a call that took %v", d[0].Queued, took)
 	case foreign != 0:
 		return fmt.Errorf("the observer was called %d times with a ctx other than WaitObserved's", foreign)
 	}
@@ -516,11 +480,11 @@ func checkObservableWaiter(newL func() ratelimit.Limiter) error {
 	if !ok {
 		return nil
 	}
-	w := newWatchLog()
-	if lease, err := ow.WaitObserved(context.WithValue(bg, watchKey{}, w), 1, w); err != nil || !lease.Acquired() {
+	w, wctx := watching()
+	if lease, err := ow.WaitObserved(wctx, 1, w); err != nil || !lease.Acquired() {
 		return fmt.Errorf("WaitObserved(ctx, 1) on a new limiter: %v, %v; want a grant", lease, err)
 	}
-	if err := w.nothing("WaitObserved(ctx, 1) granted at once"); err != nil {
+	if err := nothing(w, "WaitObserved(ctx, 1) granted at once"); err != nil {
 		return err
 	}
 
@@ -529,18 +493,18 @@ func checkObservableWaiter(newL func() ratelimit.Limiter) error {
 	if _, err := refuse(l, contractCapacity, 1); err != nil {
 		return err
 	}
-	w = newWatchLog()
-	ctx, cancel := context.WithTimeout(context.WithValue(bg, watchKey{}, w), time.Millisecond)
+	w, wctx = watching()
+	ctx, cancel := context.WithTimeout(wctx, time.Millisecond)
 	start := time.Now()
 	lease, err := l.(ratelimit.ObservableWaiter).WaitObserved(ctx, 1, w)
 	took := time.Since(start)
 	cancel()
 	if r := lease.Reason(); err == nil && (r == ratelimit.ReasonDeadline || r == ratelimit.ReasonQueueFull) {
-		if err := w.nothing(fmt.Sprintf("WaitObserved(ctx, 1) refused at once (%v)", r)); err != nil {
+		if err := nothing(w, fmt.Sprintf("WaitObserved(ctx, 1) refused at once (%v)", r)); err != nil {
 			return err
 		}
-	} else if q, _, _ := w.told(); len(q) != 0 {
-		if err := w.once(lease, err, took); err != nil {
+	} else if q, _ := w.Told(); len(q) != 0 {
+		if err := once(w, lease, err, took); err != nil {
 			return err
 		}
 	}
@@ -551,8 +515,8 @@ func checkObservableWaiter(newL func() ratelimit.Limiter) error {
 	if err != nil {
 		return err
 	}
-	w = newWatchLog()
-	ctx, cancel = context.WithCancel(context.WithValue(bg, watchKey{}, w))
+	w, wctx = watching()
+	ctx, cancel = context.WithCancel(wctx)
 	defer cancel()
 	type result struct {
 		lease ratelimit.Lease
@@ -566,7 +530,7 @@ func checkObservableWaiter(newL func() ratelimit.Limiter) error {
 	}()
 	var res result
 	select {
-	case <-w.joined:
+	case <-w.Joined():
 		cancel()
 		select {
 		case res = <-done:
@@ -580,8 +544,8 @@ func checkObservableWaiter(newL func() ratelimit.Limiter) error {
 				return fmt.Errorf("%w: WaitObserved(ctx, 1) granted", errInconclusive)
 			}
 		}
-		if q, _, _ := w.told(); len(q) == 0 {
-			return w.nothing("WaitObserved(ctx, 1) answered at once") // a limiter that does not queue
+		if q, _ := w.Told(); len(q) == 0 {
+			return nothing(w, "WaitObserved(ctx, 1) answered at once") // a limiter that does not queue
 		}
 	case <-time.After(2 * time.Second):
 		return fmt.Errorf("WaitObserved(ctx, 1) with every permit taken neither returned nor told its observer Queued within 2s")
@@ -590,5 +554,5 @@ func checkObservableWaiter(newL func() ratelimit.Limiter) error {
 	if res.err == nil && res.lease.Acquired() {
 		res.lease.Release()
 	}
-	return w.once(res.lease, res.err, took)
+	return once(w, res.lease, res.err, took)
 }

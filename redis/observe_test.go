@@ -2,7 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,21 +11,6 @@ import (
 	"github.com/limitkit/ratelimit/redis"
 	"github.com/limitkit/ratelimit/tokenbucket"
 )
-
-// observer is a QueueObserver that counts what it is told.
-type observer struct {
-	mu       sync.Mutex
-	queued   int
-	dequeued []time.Duration
-}
-
-func (o *observer) Queued(context.Context, int) { o.mu.Lock(); o.queued++; o.mu.Unlock() }
-
-func (o *observer) Dequeued(_ context.Context, _ int, d time.Duration, _ ratelimit.Lease, _ error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.dequeued = append(o.dequeued, d)
-}
 
 // A token bucket's Wait that Redis cannot answer waits in the fallback's
 // queue: its observer is told of that queueing, once, with the time the
@@ -50,7 +34,7 @@ func TestWaitObservedInFallback(t *testing.T) {
 	}
 	defer l.Close()
 	mini.Close() // Redis is gone: the fallback answers
-	var o observer
+	var o ratelimittest.QueueLog
 	done := make(chan ratelimit.Lease, 1)
 	go func() { lease, _ := l.WaitObserved(ctx, 1, &o); done <- lease }()
 	waitTimers(t, clock, 1) // queued in the fallback, its timer armed
@@ -58,7 +42,7 @@ func TestWaitObservedInFallback(t *testing.T) {
 	if lease := <-done; !lease.Acquired() {
 		t.Fatalf("the fallback's Wait: %v", lease)
 	}
-	if o.queued != 1 || len(o.dequeued) != 1 || o.dequeued[0] != 500*time.Millisecond {
-		t.Errorf("told Queued %d times, Dequeued %v; want once each, after 500ms", o.queued, o.dequeued)
+	if q, d := o.Told(); len(q) != 1 || len(d) != 1 || d[0].Queued != 500*time.Millisecond {
+		t.Errorf("told Queued %d times, Dequeued %v; want once each, after 500ms", len(q), d)
 	}
 }
