@@ -452,11 +452,7 @@ func TestRegistryInPlace(t *testing.T) {
 // the weighted and segmented sliding windows: the new form holds the old
 // one's count, and the old form's keys are deleted.
 func TestRegistryRedisLayoutChange(t *testing.T) {
-	ctx := context.Background()
-	_, c := newMiniStore(t)
-	s := NewMemoryStore()
-	s.Create(ctx, window("p", 3, "user", "web"), "a")
-	r := newRegistry(t, s, Options{Backend: Redis(c)})
+	r, s, c := redisRegistry(t)
 	first := (*r.entries.Load())["p"]
 	if got := grants(t, r, "p", "u", "web", 5); got != 3 {
 		t.Fatalf("%d grants", got)
@@ -469,15 +465,7 @@ func TestRegistryRedisLayoutChange(t *testing.T) {
 		v := update(t, s, p).Version
 		waitFor(t, time.Second, "the update", applied(r, "p", v))
 	}
-	// keysAre checks the Redis keys of p's limiters.
-	keysAre := func(want ...string) {
-		t.Helper()
-		keys, _ := c.Keys(ctx, "limitkit:limit:p:*").Result()
-		slices.Sort(keys)
-		if !slices.Equal(keys, want) {
-			t.Errorf("keys %v, want %v", keys, want)
-		}
-	}
+	keysAre := func(want ...string) { t.Helper(); redisKeysAre(t, c, want...) }
 	reconfigure(fixedwindow.Config{Limit: 5, Window: 2 * time.Hour})
 	if (*r.entries.Load())["p"] != first {
 		t.Error("a change of window length replaced the limiters")
@@ -523,11 +511,7 @@ func TestRegistryRedisLayoutChange(t *testing.T) {
 // limit the policy becomes, nor does the global limit to an IP named
 // "global" when it becomes per IP again.
 func TestRegistryRedisKeyKindChange(t *testing.T) {
-	ctx := context.Background()
-	_, c := newMiniStore(t)
-	s := NewMemoryStore()
-	s.Create(ctx, window("p", 3, "user", "web"), "a")
-	r := newRegistry(t, s, Options{Backend: Redis(c)})
+	r, s, c := redisRegistry(t)
 	if got := grants(t, r, "p", "global", "web", 5); got != 3 {
 		t.Fatalf("%d grants to the user named global, want 3", got)
 	}
@@ -538,9 +522,27 @@ func TestRegistryRedisKeyKindChange(t *testing.T) {
 			t.Errorf("change %d, to key %q: %d grants, want 3 (a count of its own)", i, kind, got)
 		}
 	}
-	keys, _ := c.Keys(ctx, "limitkit:limit:p:*").Result()
+	redisKeysAre(t, c, "limitkit:limit:p:global:{global}:fw", "limitkit:limit:p:ip:{global}:fw", "limitkit:limit:p:user:{global}:fw")
+}
+
+// redisRegistry returns a registry on a Redis backend (miniredis) of one
+// policy, p (3 per hour per user, for web), with its store and client.
+func redisRegistry(t *testing.T) (*Registry, *MemoryStore, goredis.UniversalClient) {
+	t.Helper()
+	_, c := newMiniStore(t)
+	s := NewMemoryStore()
+	if _, err := s.Create(context.Background(), window("p", 3, "user", "web"), "a"); err != nil {
+		t.Fatal(err)
+	}
+	return newRegistry(t, s, Options{Backend: Redis(c)}), s, c
+}
+
+// redisKeysAre checks the Redis keys of policy p's limiters.
+func redisKeysAre(t *testing.T, c goredis.UniversalClient, want ...string) {
+	t.Helper()
+	keys, _ := c.Keys(context.Background(), "limitkit:limit:p:*").Result()
 	slices.Sort(keys)
-	if want := []string{"limitkit:limit:p:global:{global}:fw", "limitkit:limit:p:ip:{global}:fw", "limitkit:limit:p:user:{global}:fw"}; !slices.Equal(keys, want) {
+	if !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)
 	}
 }
