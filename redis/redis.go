@@ -145,11 +145,12 @@ func WithFallback(l ratelimit.Limiter) Option { return func(o *options) { o.fall
 // Wait, Refund and a concurrency lease's Release (including the calls a
 // caller does not see: a cancelled reservation's refund), before the
 // failure policy answers the caller; a call whose caller's ctx ended is
-// not a failure, nor are the background renewals of concurrency leases. It is called whatever the
-// policy, so that what a caller cannot see is counted too: a FailOpen
-// grant, and an answer of the fallback (WithFallback). f runs on the
-// caller's goroutine; it must be quick and must not call the limiter. The
-// otel module's Recorder.CountRedisFailures is one.
+// not a failure, nor are the background renewals of concurrency leases.
+// It is called whatever the policy, so that what a caller cannot see is
+// counted too: a FailOpen grant, and an answer of the fallback
+// (WithFallback). f runs on the caller's goroutine; it must be quick and
+// must not call the limiter. The otel module's Recorder.CountRedisFailures
+// is one.
 func WithOnFailure(f func(error)) Option { return func(o *options) { o.onFailure = f } }
 
 // DefaultTimeout is the bound on each call to Redis when WithTimeout is not
