@@ -24,10 +24,12 @@ type Limiter interface {
 // rate limiter test contract.
 //
 // RunQueue does not sleep to learn that a Wait it started has queued: it
-// reads Stats().Queued again whenever the Wait calls its context's Done
-// method (as a Wait does when it is about to block), a timer is set,
-// stopped or run on the clock, or a Wait returns, and fails the scenario
-// when none of these shows the Wait queued or answered within 5s. Only for
+// reads Stats().Queued again whenever the Wait tells its observer that it
+// joined the queue (for a ratelimit.ObservableWaiter; of another limiter,
+// whenever the Wait calls its context's Done method, as a Wait does when
+// it is about to block), a timer is set, stopped or run on the clock, or a
+// Wait returns, and fails the scenario when none of these shows the Wait
+// queued or answered within 5s. Only for
 // a Wait(ctx, 0), which Stats does not count, does it give an answer a
 // while (20ms) of real time to come: to check that it does not come at
 // once on an exhausted limiter, and at each freeing step once a permit is
@@ -134,12 +136,19 @@ type pending struct {
 	permits int64
 	ch      chan result
 	r       *result
-	// blocked is poked each time the Wait calls its context's Done
-	// method, as a Wait does when it is about to block; sawBlocked records
-	// that await received such a poke.
+	// blocked is poked when the Wait joins the queue (it tells its
+	// observer so), or, of a limiter that cannot tell, each time it calls
+	// its context's Done method, as a Wait does when it is about to block;
+	// sawBlocked records that await received such a poke.
 	blocked    chan struct{}
 	sawBlocked bool
 }
+
+// Queued pokes p.blocked: p's Wait has joined the queue (pending is the
+// ratelimit.QueueObserver of the Waits of an ObservableWaiter).
+func (p *pending) Queued(context.Context, int) { poke(p.blocked) }
+
+func (p *pending) Dequeued(context.Context, int, time.Duration, ratelimit.Lease, error) {}
 
 // watchedCtx is the context a Wait started by the kit is given: its own
 // but for Done, which pokes done first. A Wait that blocks calls Done for
@@ -165,12 +174,16 @@ func poke(ch chan<- struct{}) {
 	}
 }
 
-// start starts Wait(ctx, permits) in a goroutine of its own.
+// start starts Wait(ctx, permits) in a goroutine of its own: WaitObserved,
+// told to p, of an ObservableWaiter; Wait on a watchedCtx otherwise.
 func (e *env) start(ctx context.Context, permits int) *pending {
 	p := &pending{t: e.t, permits: int64(permits), ch: make(chan result, 1), blocked: make(chan struct{}, 1)}
-	ctx = watchedCtx{ctx, p.blocked}
+	wait := func() (ratelimit.Lease, error) { return e.l.Wait(watchedCtx{ctx, p.blocked}, permits) }
+	if ow, ok := e.l.(ratelimit.ObservableWaiter); ok {
+		wait = func() (ratelimit.Lease, error) { return ow.WaitObserved(ctx, permits, p) }
+	}
 	go func() {
-		lease, err := e.l.Wait(ctx, permits)
+		lease, err := wait()
 		p.ch <- result{lease, err}
 		poke(e.answered)
 	}()
@@ -218,20 +231,20 @@ func (e *env) waitQueued(ctx context.Context, permits int, queued int64) *pendin
 	var q int64
 	if !e.await(p, func() bool { q = e.l.Stats().Queued; return q == queued }) {
 		e.t.Fatalf("Wait(%d) neither queued nor answered within %v: Stats().Queued = %d, want %d "+
-			"(RunQueue looks at Stats again when the Wait calls its context's Done method, "+
+			"(RunQueue looks at Stats again when the Wait says it queued (or calls its context's Done method), "+
 			"a timer is set, stopped or run on the clock, or a Wait returns)", permits, bound, q, queued)
 	}
 	return p
 }
 
 // waitBlocked starts Wait(ctx, permits) and returns once it is answered or
-// has called its context's Done method to block on it. It is for a Wait
-// that Stats does not show queued: Wait(ctx, 0).
+// has joined the queue (or called its context's Done method to block on
+// it). It is for a Wait that Stats does not show queued: Wait(ctx, 0).
 func (e *env) waitBlocked(ctx context.Context, permits int) *pending {
 	e.t.Helper()
 	p := e.start(ctx, permits)
 	if !e.await(p, func() bool { return p.sawBlocked }) {
-		e.t.Fatalf("Wait(%d) neither answered nor blocked on its context's Done channel within %v", permits, bound)
+		e.t.Fatalf("Wait(%d) neither answered nor queued within %v", permits, bound)
 	}
 	return p
 }
