@@ -117,7 +117,8 @@ type Refunder interface {
 // module's wrapper uses it), since a Wait answered at once cannot be told
 // apart from outside without reading the clock twice. The limiters of this
 // module that can make a Wait wait implement it: memory, redis, FromRate,
-// Chain, and partitioned's (For, Shared, NoLimit) and shadow's wrappers. A
+// Chain, partitioned's (For, Shared, NoLimit) and shadow's wrappers, and
+// the otel module's. A
 // wrapper (partitioned's, Chain) passes it on to the limiter it waits on;
 // when that one is not an ObservableWaiter, it cannot tell, and each of its
 // Waits is told as queued for its whole duration. A type that embeds one of

@@ -118,16 +118,56 @@ func (w *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 // Acquire does. Of another limiter, every call is counted and timed from
 // call to answer.
 func (w *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	r := w.r
+	return w.wait(ctx, permits, (*queueObserver)(w.r))
+}
+
+// WaitObserved is Wait, recorded, telling o too (ratelimit.ObservableWaiter),
+// so that a limiter over this one (a partitioned limiter, a Chain) can tell
+// its own observer of the Waits that queue.
+func (w *Limiter) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+	if o == nil {
+		return w.Wait(ctx, permits)
+	}
+	t := &teller{r: (*queueObserver)(w.r), o: o}
+	lease, err := w.wait(ctx, permits, t)
+	if t.queued {
+		o.Dequeued(ctx, permits, t.d, lease, err) // with the lease Wait returns
+	}
+	return lease, err
+}
+
+// wait is the wrapped limiter's Wait, told to o, and recorded.
+func (w *Limiter) wait(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	var lease ratelimit.Lease
 	var err error
 	if w.ow != nil {
-		lease, err = w.ow.WaitObserved(ctx, permits, (*queueObserver)(r))
+		lease, err = w.ow.WaitObserved(ctx, permits, o)
 	} else {
-		lease, err = backend.WaitObserved(ctx, w.l, permits, (*queueObserver)(r))
+		lease, err = backend.WaitObserved(ctx, w.l, permits, o)
 	}
-	r.record(lease, err, permits)
-	return r.hold(lease, err, permits), err
+	w.r.record(lease, err, permits)
+	return w.r.hold(lease, err, permits), err
+}
+
+// teller is the observer of one WaitObserved: it records the Wait on r,
+// and tells o it queued; WaitObserved tells o when it left, once the lease
+// it returns is made.
+type teller struct {
+	r      *queueObserver
+	o      ratelimit.QueueObserver
+	queued bool
+	d      time.Duration // the time queued
+}
+
+func (t *teller) Queued(ctx context.Context, permits int) {
+	t.r.Queued(ctx, permits)
+	t.queued = true
+	t.o.Queued(ctx, permits)
+}
+
+func (t *teller) Dequeued(ctx context.Context, permits int, queued time.Duration, lease ratelimit.Lease, err error) {
+	t.r.Dequeued(ctx, permits, queued, lease, err)
+	t.d = queued
 }
 
 // queueObserver is a Recorder as the ratelimit.QueueObserver of Waits.
@@ -243,7 +283,8 @@ func nonNil(ctx context.Context) context.Context {
 }
 
 var (
-	_ ratelimit.Idler    = (*Limiter)(nil)
-	_ ratelimit.Refunder = (*Limiter)(nil)
-	_ io.Closer          = (*Limiter)(nil)
+	_ ratelimit.ObservableWaiter = (*Limiter)(nil)
+	_ ratelimit.Idler            = (*Limiter)(nil)
+	_ ratelimit.Refunder         = (*Limiter)(nil)
+	_ io.Closer                  = (*Limiter)(nil)
 )

@@ -11,9 +11,11 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/httplimit"
+	"github.com/limitkit/ratelimit/memory"
 	limitotel "github.com/limitkit/ratelimit/otel"
 	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/policy"
+	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/shadow"
 )
 
@@ -178,4 +180,31 @@ func TestKeyedPolicy(t *testing.T) {
 		t.Errorf("Config() = %v, want %v", got, cfg)
 	}
 	waitBehind(t, m, func() (ratelimit.Lease, error) { return k.Wait(ctx, "u", 1) })
+}
+
+// A recorded limiter is an ObservableWaiter too, so that a limiter over it
+// learns of the Waits that queue: the kit's contract holds for it, a
+// concurrency limit's (whose leases it wraps) included.
+func TestRecordedContract(t *testing.T) {
+	m := newMeter(t)
+	for _, a := range ratelimittest.Algorithms() {
+		t.Run(a.Name, func(t *testing.T) {
+			t.Parallel()
+			err := ratelimittest.TestLimiter(func(c int64) ratelimit.Limiter {
+				cfg := a.Config(int(c), ratelimit.Queue{Limit: int(c)})
+				inner, err := memory.New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := limitotel.New(inner, limitotel.WithMeterProvider(m), limitotel.WithConfig(cfg), limitotel.WithPolicy(a.Name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
