@@ -255,19 +255,19 @@ type policy struct {
 	key    KeyFunc
 	window time.Duration // Policy.Window: 0 for the configuration's
 	cfg    ratelimit.Config
-	live   Configured // l, when it reports its configuration
+	w      time.Duration // the w of cfg and window
+	live   Configured    // l, when it reports its configuration
 }
 
 // figures returns the configuration of p's limiters now, and the w of its
 // RateLimit-Policy item (0: omitted).
 func (p *policy) figures() (ratelimit.Config, time.Duration) {
-	cfg := p.cfg
 	if p.live != nil {
 		if c := p.live.Config(); c != nil {
-			cfg = c
+			return c, policyWindow(c, p.window)
 		}
 	}
-	return cfg, policyWindow(cfg, p.window)
+	return p.cfg, p.w
 }
 
 func newPolicy(p Policy, defaultKey KeyFunc) (policy, error) {
@@ -289,7 +289,8 @@ func newPolicy(p Policy, defaultKey KeyFunc) (policy, error) {
 		p.Key = defaultKey
 	}
 	live, _ := p.Limiter.(Configured)
-	return policy{name: sfString(p.Name), l: p.Limiter, key: p.Key, window: p.Window, cfg: p.Config, live: live}, nil
+	return policy{name: sfString(p.Name), l: p.Limiter, key: p.Key, window: p.Window, cfg: p.Config,
+		w: policyWindow(p.Config, p.Window), live: live}, nil
 }
 
 // routeIndex is the marker handler of route i in the routing mux.
