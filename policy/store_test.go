@@ -107,6 +107,12 @@ func testStore(t *testing.T, s Store) {
 	if _, err := s.Create(ctx, Policy{Name: "bad"}, "bob"); !errors.Is(err, ErrInvalidPolicy) {
 		t.Fatalf("invalid Create: %v", err)
 	}
+	if _, err := s.Create(ctx, login(5, 10), "bob\x00"); !errors.Is(err, ErrInvalidPolicy) {
+		t.Fatalf("Create by an unprintable actor: %v", err)
+	}
+	if _, err := s.Update(ctx, p, "bob\n"); !errors.Is(err, ErrInvalidPolicy) {
+		t.Fatalf("Update by an unprintable actor: %v", err)
+	}
 
 	// Two edits from version 1: one wins, the other conflicts.
 	time.Sleep(2 * time.Millisecond)
