@@ -176,8 +176,8 @@ func TestMemoryCounts(t *testing.T) {
 	})
 	// The waiter served when the clock moved a second on queued a second;
 	// the others left at the instant they came (the clock stood still).
-	checkSum(t, m.collect(t), inQueue, 1, with("ratelimit.result=acquired")...)
-	checkSum(t, m.collect(t), inQueue, 0, with("ratelimit.result=refused")...)
+	checkSum(t, m.collect(t), inQueue, 1, 1, with("ratelimit.result=acquired")...)
+	checkSum(t, m.collect(t), inQueue, 0, 0, with("ratelimit.result=refused")...)
 }
 
 // A NewestFirst queue evicts its oldest waiter: ReasonEvicted.
