@@ -363,13 +363,16 @@ func TestChainInvalidCalls(t *testing.T) {
 	checkBadContexts(t, c)
 	for _, call := range []struct {
 		name string
-		f    func(context.Context, int) (ratelimit.Lease, error)
-	}{{"Acquire", c.Acquire}, {"Wait", c.Wait}} {
-		if _, err := call.f(bg, -1); !errors.Is(err, ratelimit.ErrInvalidPermits) {
+		f    func(c *ratelimit.ChainLimiter) func(context.Context, int) (ratelimit.Lease, error)
+	}{
+		{"Acquire", func(c *ratelimit.ChainLimiter) func(context.Context, int) (ratelimit.Lease, error) { return c.Acquire }},
+		{"Wait", func(c *ratelimit.ChainLimiter) func(context.Context, int) (ratelimit.Lease, error) { return c.Wait }},
+	} {
+		if _, err := call.f(c)(bg, -1); !errors.Is(err, ratelimit.ErrInvalidPermits) {
 			t.Errorf("%s(-1): %v, want ErrInvalidPermits", call.name, err)
 		}
 		for _, bad := range []*ratelimit.ChainLimiter{ratelimit.Chain(), ratelimit.Chain(p, nil)} {
-			if _, err := bad.WithClock(nil).Acquire(bg, 1); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			if _, err := call.f(bad.WithClock(nil))(bg, 1); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 				t.Errorf("%s on an empty chain or one with a nil member: %v, want ErrInvalidConfig", call.name, err)
 			}
 		}
