@@ -205,7 +205,8 @@ func BenchmarkRedisLone(b *testing.B) {
 // redis-server, alternated in 5 rounds of 40,000 decisions each (b.N is
 // ignored: run with -benchtime=1x); the bench program's comparison, with
 // more rounds. Reports the medians and the ratios to redis_rate
-// (throughput: above 1 is faster; p99: below 1 is better).
+// (throughput: above 1 is faster; p99: below 1 is better), and the heap
+// bytes each side's client allocates per decision.
 func BenchmarkRedisKeys(b *testing.B) {
 	c := newClient(redistest.Start(b).Addr)
 	defer c.Close()
@@ -222,6 +223,8 @@ func BenchmarkRedisKeys(b *testing.B) {
 		b.ReportMetric(float64(theirs.p99.Microseconds()), "p99-µs-redis_rate-"+name)
 		b.ReportMetric(ours.perSecond/theirs.perSecond, "throughput-ratio-"+name)
 		b.ReportMetric(float64(ours.p99)/float64(theirs.p99), "p99-ratio-"+name)
+		b.ReportMetric(ours.bytesPerOp, "B/decision-limitkit-"+name)
+		b.ReportMetric(theirs.bytesPerOp, "B/decision-redis_rate-"+name)
 	}
 }
 

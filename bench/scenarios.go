@@ -262,6 +262,7 @@ type cost struct {
 	keys               int // Redis keys the decisions spread over (redis_rate comparison)
 	nsPerOp            float64
 	allocsPerOp        float64
+	bytesPerOp         float64 // heap bytes allocated per call, the harness's included
 	perSecond          float64
 	p50, p99           time.Duration // zero when the calls were not timed one by one
 }
@@ -327,7 +328,8 @@ func measureOps(g, n int, timed bool, op func() error) (cost, error) {
 		harnessAllocs += int64(g)
 	}
 	c := cost{goroutines: g, nsPerOp: float64(elapsed.Nanoseconds()) / float64(n),
-		allocsPerOp: float64(int64(ms1.Mallocs-ms0.Mallocs)-harnessAllocs) / float64(n), perSecond: float64(n) / elapsed.Seconds()}
+		allocsPerOp: float64(int64(ms1.Mallocs-ms0.Mallocs)-harnessAllocs) / float64(n),
+		bytesPerOp:  float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(n), perSecond: float64(n) / elapsed.Seconds()}
 	if len(all) > 0 {
 		c.p50, c.p99 = all[len(all)/2], all[len(all)*99/100]
 	}
@@ -477,9 +479,10 @@ func redisKeys(ctx context.Context, client *goredis.Client, calls, rounds int) (
 			return median(v)
 		}
 		out[i] = cost{algorithm: tc.name, backend: "redis", goroutines: 64, keys: tc.keys,
-			perSecond: pick(func(c cost) float64 { return c.perSecond }),
-			p50:       time.Duration(pick(func(c cost) float64 { return float64(c.p50) })),
-			p99:       time.Duration(pick(func(c cost) float64 { return float64(c.p99) }))}
+			perSecond:  pick(func(c cost) float64 { return c.perSecond }),
+			p50:        time.Duration(pick(func(c cost) float64 { return float64(c.p50) })),
+			p99:        time.Duration(pick(func(c cost) float64 { return float64(c.p99) })),
+			bytesPerOp: pick(func(c cost) float64 { return c.bytesPerOp })}
 		out[i].nsPerOp = 1e9 / out[i].perSecond
 	}
 	return out, nil

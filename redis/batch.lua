@@ -36,6 +36,13 @@ while i <= #ARGV do
   local params = i -- parameter j is ARGV[params + j]
   local nl = count(params + np + 1, 1, #ARGV)
   i = params + np + 2
+  -- A decision's arguments, in one table the group's decisions share:
+  -- the parameters are copied once, a decision's own arguments over the
+  -- last one's (what is left of the last one's past them cleared). A new
+  -- table per decision cost 2.7 us of server time per decision against
+  -- 2.15 (BenchmarkBatchServerTime in coalesce_test.go).
+  local a, last = {}, h
+  for j = 1, np do a[h + j] = ARGV[params + j] end
   for _ = 1, nl do
     local nk, nd = count(i, 1, #KEYS - k), count(i + 1, 1, #ARGV)
     local K = {}
@@ -44,10 +51,10 @@ while i <= #ARGV do
     i = i + 2
     for _ = 1, nd do
       local n = count(i, h, #ARGV - i)
-      local a = {}
       for j = 1, h do a[j] = ARGV[i + j] end
-      for j = 1, np do a[h + j] = ARGV[params + j] end
       for j = h + 1, n do a[np + j] = ARGV[i + j] end
+      for j = n + 1, last do a[np + j] = nil end
+      last = n
       set_now(a[1])
       local ok, r = pcall(decide, K, a)
       if not ok then r = redis.error_reply(type(r) == 'table' and r.err or tostring(r)) end

@@ -20,6 +20,7 @@ import (
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/internal/redistest"
 	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
 // TestBatchDecidesAsOneByOne: a batch (decisions of several limiters of
@@ -76,7 +77,7 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 					}
 					want = append(want, r)
 					b := batched[j]
-					batch = append(batch, &pending{l: b, args: b.argv(now, opAcquire, p, b.tail(b.holderID())), done: make(chan struct{})})
+					batch = append(batch, &pending{l: b, own: b.own(now, opAcquire, p, b.tail(b.holderID())), done: make(chan struct{})})
 					scripts[b.script] = true
 				}
 				if len(scripts) > 1 {
@@ -118,7 +119,7 @@ func TestBatcherDropsCancelledCall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, err := b.do(ctx, l, l.argv(clock.Now(), opAcquire, 1, nil))
+		_, err := b.do(ctx, l, l.own(clock.Now(), opAcquire, 1, nil))
 		done <- err
 	}()
 	for queued := 0; queued == 0; {
@@ -385,7 +386,7 @@ func TestBatchDecisionFailsAlone(t *testing.T) {
 				if l.release {
 					id = l.holderID()
 				}
-				return &pending{l: l, args: l.argv(time.Now(), opAcquire, p, l.tail(id)), done: make(chan struct{})}
+				return &pending{l: l, own: l.own(time.Now(), opAcquire, p, l.tail(id)), done: make(chan struct{})}
 			}
 			batch := []*pending{decide(good, 3), decide(poisoned, 1), decide(window, 2), decide(good, 3), decide(poisonedWindow, 1), decide(window, 2)}
 			good.pipe.exec(batch)
@@ -495,7 +496,7 @@ func TestBatchWithoutTimeoutIsNotCut(t *testing.T) {
 		}
 	}
 	decide := func(l *Limiter) *pending {
-		return &pending{l: l, args: l.argv(time.Now(), opAcquire, 1, nil), done: make(chan struct{})}
+		return &pending{l: l, own: l.own(time.Now(), opAcquire, 1, nil), done: make(chan struct{})}
 	}
 	batch := []*pending{decide(unbounded), decide(short)}
 	woken := pause(t, addr)
@@ -531,13 +532,13 @@ func TestFullBatchStartsASender(t *testing.T) {
 	b.mu.Lock()
 	b.senders = maxSenders // all busy
 	for i := range queued {
-		queued[i] = &pending{l: l, args: l.argv(time.Now(), opAcquire, 1, nil), done: make(chan struct{})}
+		queued[i] = &pending{l: l, own: l.own(time.Now(), opAcquire, 1, nil), done: make(chan struct{})}
 		b.queue = append(b.queue, queued[i])
 	}
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	v, err := b.do(ctx, l, l.argv(time.Now(), opAcquire, 1, nil))
+	v, err := b.do(ctx, l, l.own(time.Now(), opAcquire, 1, nil))
 	if r, perr := parseReply(v); err != nil || perr != nil || !r.granted {
 		t.Fatalf("the caller behind a full batch: %+v %v %v, want a grant", r, err, perr)
 	}
@@ -548,4 +549,48 @@ func TestFullBatchStartsASender(t *testing.T) {
 			t.Fatalf("queued call %d not sent", i)
 		}
 	}
+}
+
+// BenchmarkBatchServerTime: the server's time (INFO commandstats) per
+// script call of a batch of 1, 20 and 60 token-bucket decisions on one
+// key, and what each decision past the first 20 adds (b.N is ignored:
+// 2,000 calls each; run with -benchtime=1x).
+func BenchmarkBatchServerTime(b *testing.B) {
+	c := goredis.NewClient(&goredis.Options{Addr: redistest.Start(b).Addr})
+	defer c.Close()
+	ctx := context.Background()
+	f, err := NewFactory(c, tokenbucket.Config{Rate: 1000, Burst: 1e9})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, _ := f.New("server-time")
+	perCall := map[int]float64{}
+	for _, n := range []int{1, 20, 60} {
+		var batch []*pending
+		for range n {
+			batch = append(batch, &pending{l: l, own: l.own(time.Now(), opAcquire, 1, nil)})
+		}
+		call := group(batch)[0]
+		if err := call.script.Run(ctx, c, call.keys, call.args...).Err(); err != nil { // loads the script
+			b.Fatal(err)
+		}
+		c.ConfigResetStat(ctx)
+		for range 2000 {
+			if err := call.script.EvalSha(ctx, c, call.keys, call.args...).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		stats := c.Info(ctx, "commandstats").Val()
+		i := strings.Index(stats, "cmdstat_evalsha:")
+		var calls, usec int64
+		if i < 0 {
+			b.Fatalf("no EVALSHA in %q", stats)
+		}
+		if _, err := fmt.Sscanf(stats[i:], "cmdstat_evalsha:calls=%d,usec=%d", &calls, &usec); err != nil {
+			b.Fatal(err)
+		}
+		perCall[n] = float64(usec) / float64(calls)
+		b.ReportMetric(perCall[n], fmt.Sprintf("server-µs/call-of-%d", n))
+	}
+	b.ReportMetric((perCall[60]-perCall[20])/40, "server-µs/decision")
 }

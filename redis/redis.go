@@ -550,23 +550,28 @@ func (l *Limiter) localNow() time.Time {
 // which may need it too): ARGV is now, permits, op, params, extra.
 func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits int64, extra ...interface{}) (reply, error) {
 	l.used.Store(local.UnixNano())
-	args := l.argv(local, op, permits, extra)
-	if l.o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.o.timeout)
-		defer cancel()
-	}
+	own := l.own(local, op, permits, extra)
 	var v []interface{}
 	var err error
 	if l.pipe != nil {
-		v, err = l.pipe.do(ctx, l, args)
+		v, err = l.pipe.do(ctx, l, own) // bounds the call by the timeout itself
 	} else {
-		v, err = l.run(ctx, args, nil)
+		ctx, cancel := l.bound(ctx)
+		defer cancel()
+		v, err = l.run(ctx, l.argv(own), nil)
 	}
 	if err != nil {
 		return reply{}, err
 	}
 	return parseReply(v)
+}
+
+// bound returns ctx bounded by the limiter's timeout (see WithTimeout).
+func (l *Limiter) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.o.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.o.timeout)
 }
 
 type result struct {
@@ -625,19 +630,27 @@ func (l *Limiter) run(ctx context.Context, args []interface{}, then func()) ([]i
 	}
 }
 
-// argv is a decision's script arguments: now (empty: the server's TIME;
-// the local instant with WithClock), permits, op, params, extra.
-func (l *Limiter) argv(local time.Time, op string, permits int64, extra []interface{}) []interface{} {
+// own is a decision's own script arguments: its head, now (empty: the
+// server's TIME; the local instant with WithClock), permits and op, then
+// extra. A batch sends them with the parameters of the decisions'
+// Factory once (see group); argv makes a script call's ARGV of them.
+func (l *Limiter) own(local time.Time, op string, permits int64, extra []interface{}) []interface{} {
 	now := ""
 	if l.o.clock != nil {
 		now = strconv.FormatInt(local.UnixMicro(), 10)
 	}
-	args := make([]interface{}, 0, headLen+len(l.params().args)+len(extra))
-	args = append(args, now, permits, op)
-	return append(append(args, l.params().args...), extra...)
+	return append(append(make([]interface{}, 0, headLen+len(extra)), now, permits, op), extra...)
 }
 
-// headLen is the number of arguments argv puts before the parameters.
+// argv is the script's ARGV for one decision of the limiter, whose own
+// arguments are own: its head, the parameters, then its extra arguments.
+func (l *Limiter) argv(own []interface{}) []interface{} {
+	pa := l.params().args
+	args := make([]interface{}, 0, len(own)+len(pa))
+	return append(append(append(args, own[:headLen]...), pa...), own[headLen:]...)
+}
+
+// headLen is the number of arguments of a decision's head.
 const headLen = 3
 
 func parseReply(v []interface{}) (reply, error) {
@@ -1030,11 +1043,8 @@ func (l *Limiter) Reset(ctx context.Context) error {
 	if l.isClosed() {
 		return ratelimit.ErrClosed
 	}
-	if d := l.o.timeout; d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
+	ctx, cancel := l.bound(ctx)
+	defer cancel()
 	errc := make(chan error, 1) // on its own goroutine: bounded even when the client ignores ctx
 	go func() { errc <- l.client.Del(ctx, l.keys...).Err() }()
 	var err error
@@ -1309,7 +1319,7 @@ func (r *renewer) renew(due []*Limiter) {
 		}
 		l.ext().holders.Range(func(_, v any) bool {
 			h := v.(*holder)
-			batch = append(batch, renewal{l, l.argv(l.localNow(), opRenew, h.permits, []interface{}{h.id})})
+			batch = append(batch, renewal{l, l.argv(l.own(l.localNow(), opRenew, h.permits, []interface{}{h.id}))})
 			if len(batch) == renewBatch {
 				r.send(batch)
 				batch = batch[:0]
