@@ -40,8 +40,8 @@ const maxSenders, maxBatch = 2, 64
 //
 // No caller waits past its own ctx, nor past its limiter's timeout: a
 // queued caller selects on its answer and on its ctx, and one timer per
-// pipe, set for the earliest deadline of the calls waiting (queued, or in
-// a batch in flight), answers each call past its own with
+// pipe, set by the earliest deadline of the calls waiting (queued, or in a
+// batch in flight), answers each call past its own with
 // context.DeadlineExceeded (expire). A context.WithTimeout per queued call
 // took 400 of the 1,390 bytes a decision allocated at 64 goroutines on one
 // key, and about a tenth of its client time (BenchmarkRedisKeys in the
@@ -69,10 +69,10 @@ type pipe struct {
 type pending struct {
 	l        *Limiter
 	own      []interface{} // the decision's own arguments (see Limiter.own)
-	deadline time.Time     // the limiter's timeout from the call's start; zero for none
+	deadline time.Time     // the limiter's timeout from when the call queued; zero for none
 	sent     bool          // taken from the queue; guarded by the pipe's mu
 
-	finished atomic.Bool // v and err are set, done closed: by finish, once
+	finished atomic.Bool // answered (finish); v and err are to be read once done is closed
 	v        []interface{}
 	err      error
 	done     chan struct{}
@@ -95,8 +95,9 @@ type pipeKey struct {
 }
 
 // The pipes in use. A limiter holds its pipe; the registry holds it weakly,
-// so a pipe whose limiters are all gone is collected, and its entry (which
-// holds the client) removed.
+// so a pipe whose limiters are all gone is collected (once its timer, if
+// set, has fired: within the longest timeout), and its entry (which holds
+// the client) removed.
 var (
 	pipesMu sync.Mutex
 	pipes   = map[pipeKey]weak.Pointer[pipe]{}
@@ -251,21 +252,29 @@ func (b *pipe) drain() {
 	}
 }
 
-// next takes the next batch from the queue; nil, and one sender less, when
-// the queue is empty.
+// next takes the next batch from the queue, answering the calls found past
+// their deadline (the timer may run late) rather than sending them; nil,
+// and one sender less, when the queue is empty.
 func (b *pipe) next() []*pending {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.queue) == 0 {
-		b.senders--
-		return nil
+	now := time.Now()
+	batch := make([]*pending, 0, min(len(b.queue), maxBatch))
+	n := 0
+	for ; n < len(b.queue) && len(batch) < maxBatch; n++ {
+		p := b.queue[n]
+		if !p.deadline.IsZero() && !now.Before(p.deadline) {
+			p.finish(nil, context.DeadlineExceeded)
+			continue
+		}
+		p.sent = true
+		batch = append(batch, p)
 	}
-	n := min(len(b.queue), maxBatch)
-	batch := slices.Clone(b.queue[:n])
 	clear(b.queue[:n]) // the queue's array keeps no answered call
 	b.queue = b.queue[n:]
-	for _, p := range batch {
-		p.sent = true
+	if len(batch) == 0 {
+		b.senders--
+		return nil
 	}
 	if b.flight == nil {
 		b.flight = map[*pending][]*pending{}
@@ -394,11 +403,11 @@ func batchBounds(batch []*pending) (ctx context.Context, cancel context.CancelFu
 func group(batch []*pending) []*scriptCall {
 	limiters, byLimiter := groupInOrder(batch, func(p *pending) *Limiter { return p.l })
 	shapes, byShape := groupInOrder(limiters, func(l *Limiter) *shape { return l.shape })
-	params := make([]*params, len(shapes)) // one configuration for a shape's calls in the batch
+	sps := make([]*params, len(shapes)) // one configuration for a shape's calls in the batch
 	var calls []*scriptCall
 	byScript := map[*goredis.Script]*scriptCall{}
 	for i, s := range shapes {
-		params[i] = s.params()
+		sps[i] = s.params()
 		c := byScript[s.script]
 		if c == nil {
 			c = &scriptCall{evalCall: evalCall{script: s.script}}
@@ -408,7 +417,7 @@ func group(batch []*pending) []*scriptCall {
 		// The sizes of c's slices, each then allocated once: with them
 		// grown by appending, a decision allocated 940 bytes, against 790
 		// (BenchmarkRedisKeys in the bench module, one key).
-		np := len(params[i].args)
+		np := len(sps[i].args)
 		c.want.args += 2 + np
 		for _, l := range byShape[s] {
 			c.want.args += 2
@@ -426,7 +435,7 @@ func group(batch []*pending) []*scriptCall {
 	}
 	for i, s := range shapes {
 		c := byScript[s.script]
-		sp := params[i]
+		sp := sps[i]
 		np := len(sp.args)
 		c.args = append(append(c.args, np), sp.args...)
 		c.args = append(c.args, len(byShape[s]))

@@ -141,6 +141,88 @@ func TestBatcherDropsCancelledCall(t *testing.T) {
 	}
 }
 
+// TestQueuedAndSentCallsExpire: a call past its limiter's timeout is
+// answered context.DeadlineExceeded by the pipe's timer whether it waits
+// in the queue (its decision then never made) or in a batch in flight that
+// never lands (a stalled sender, pretended here); and a sender that finds
+// a call past its deadline in the queue answers it rather than sending it.
+func TestQueuedAndSentCallsExpire(t *testing.T) {
+	mini := miniredis.RunT(t)
+	c := goredis.NewClient(&goredis.Options{Addr: mini.Addr()})
+	t.Cleanup(func() { c.Close() })
+	l, err := New(c, "expire", fixedwindow.Config{Limit: 1, Window: time.Hour}, WithTimeout(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := l.pipe
+	b.senders = maxSenders // all busy: calls queue, and nothing drains them
+	queue := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue)
+	}
+	// call makes one decision through the pipe; take, if set, runs once it
+	// is queued.
+	call := func(take func()) error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.do(context.Background(), l, l.own(time.Now(), opAcquire, 1, nil))
+			done <- err
+		}()
+		for queue() == 0 {
+			runtime.Gosched()
+		}
+		if take != nil {
+			take()
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call was never answered")
+			return nil
+		}
+	}
+
+	if err := call(nil); err != context.DeadlineExceeded {
+		t.Fatalf("a queued call past its timeout: %v, want context.DeadlineExceeded", err)
+	}
+	if n := queue(); n != 0 {
+		t.Fatalf("%d calls still queued", n)
+	}
+
+	var stalled []*pending // taken by a sender (next) that then never sends it
+	if err := call(func() { stalled = b.next() }); err != context.DeadlineExceeded {
+		t.Fatalf("a call in a batch that never lands: %v, want context.DeadlineExceeded", err)
+	}
+	if len(stalled) != 1 {
+		t.Fatalf("the sender took %d calls, want 1", len(stalled))
+	}
+	b.landed(stalled)
+
+	late := &pending{l: l, own: l.own(time.Now(), opAcquire, 1, nil), deadline: time.Now().Add(-time.Millisecond), done: make(chan struct{})}
+	b.mu.Lock()
+	b.queue = append(b.queue, late)
+	b.mu.Unlock()
+	if batch := b.next(); batch != nil {
+		t.Fatalf("next sent %d calls past their deadline", len(batch))
+	}
+	if late.err != context.DeadlineExceeded || !late.finished.Load() {
+		t.Fatalf("the late call: %v, want answered context.DeadlineExceeded", late.err)
+	}
+
+	// None of the decisions was made: the limit of 1 is still whole (asked
+	// through a limiter of the same key with the default timeout: this one's
+	// is short for a loaded machine).
+	again, err := New(c, "expire", fixedwindow.Config{Limit: 1, Window: time.Hour}, WithoutCoalescing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease, err := again.Acquire(context.Background(), 1); err != nil || !lease.Acquired() {
+		t.Fatalf("Acquire after the expired calls = %v, %v; want granted", lease, err)
+	}
+}
+
 type markKey struct{}
 
 // ctxHook records, for each command, whether its ctx carries markKey, and
