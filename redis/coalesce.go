@@ -148,7 +148,7 @@ func (b *pipe) do(ctx context.Context, l *Limiter, own []interface{}) ([]interfa
 		b.mu.Unlock()
 		ctx, cancel := l.bound(ctx)
 		defer cancel()
-		return l.run(ctx, l.argv(own), b.handOff)
+		return l.run(ctx, l.lone(own), b.handOff)
 	}
 	p := &pending{l: l, own: own, done: make(chan struct{})}
 	if l.o.timeout > 0 {
@@ -290,11 +290,28 @@ func (b *pipe) landed(batch []*pending) {
 	b.mu.Unlock()
 }
 
-// evalCall is one script call.
+// evalCall is one script call: its script, and its command (see
+// luaScript.call).
 type evalCall struct {
-	script *goredis.Script
-	keys   []string
-	args   []interface{}
+	script *luaScript
+	cmd    []interface{}
+}
+
+// run makes the call, and again with the script's source (EVAL, which
+// loads it) when the server lacks it.
+func (c evalCall) run(ctx context.Context, client goredis.UniversalClient) *goredis.Cmd {
+	cmd := client.Do(ctx, c.cmd...)
+	if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = client.Do(ctx, c.withSource()...)
+	}
+	return cmd
+}
+
+// withSource is c's command as EVAL with the script's source.
+func (c evalCall) withSource() []interface{} {
+	cmd := slices.Clone(c.cmd)
+	cmd[0], cmd[1] = "eval", c.script.src
+	return cmd
 }
 
 // evalAll makes calls in one pipelined round trip and returns each one's
@@ -304,14 +321,14 @@ func evalAll(ctx context.Context, client goredis.UniversalClient, calls []evalCa
 	pipe := client.Pipeline()
 	cmds := make([]*goredis.Cmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = pipe.Do(ctx, c.cmd...)
 	}
 	pipe.Exec(ctx) // each command carries its own error
 	out := make([]result, len(calls))
 	for i, c := range calls {
 		out[i].v, out[i].err = cmds[i].Slice()
 		if out[i].err != nil && goredis.HasErrorPrefix(out[i].err, "NOSCRIPT") {
-			out[i].v, out[i].err = c.script.Run(ctx, client, c.keys, c.args...).Slice()
+			out[i].v, out[i].err = client.Do(ctx, c.withSource()...).Slice()
 		}
 	}
 	return out
@@ -321,8 +338,9 @@ func evalAll(ctx context.Context, client goredis.UniversalClient, calls []evalCa
 // limiters that run this script, in the order of its replies.
 type scriptCall struct {
 	evalCall
-	calls []*pending
-	want  struct{ args, keys, calls int } // the sizes group gives args, keys and calls
+	calls  []*pending
+	want   struct{ args, keys, calls int } // the sizes of ARGV, the keys and calls, which group counts first
+	placed int                             // the keys group has placed in the command
 }
 
 // exec sends the batch (see send), and returns once it is answered or
@@ -358,13 +376,13 @@ func (b *pipe) send(ctx context.Context, batch []*pending) {
 	defer b.landed(batch)
 	if len(batch) == 1 {
 		p := batch[0]
-		p.finish(p.l.script.Run(ctx, p.l.client, p.l.keys, p.l.argv(p.own)...).Slice())
+		p.finish(p.l.lone(p.own).run(ctx, p.l.client).Slice())
 		return
 	}
 	calls := group(batch)
 	if len(calls) == 1 {
 		c := calls[0]
-		c.answer(c.script.Run(ctx, b.client, c.keys, c.args...).Slice())
+		c.answer(c.run(ctx, b.client).Slice())
 		return
 	}
 	evals := make([]evalCall, len(calls))
@@ -405,7 +423,7 @@ func group(batch []*pending) []*scriptCall {
 	shapes, byShape := groupInOrder(limiters, func(l *Limiter) *shape { return l.shape })
 	sps := make([]*params, len(shapes)) // one configuration for a shape's calls in the batch
 	var calls []*scriptCall
-	byScript := map[*goredis.Script]*scriptCall{}
+	byScript := map[*luaScript]*scriptCall{}
 	for i, s := range shapes {
 		sps[i] = s.params()
 		c := byScript[s.script]
@@ -414,9 +432,9 @@ func group(batch []*pending) []*scriptCall {
 			byScript[s.script] = c
 			calls = append(calls, c)
 		}
-		// The sizes of c's slices, each then allocated once: with them
-		// grown by appending, a decision allocated 940 bytes, against 790
-		// (BenchmarkRedisKeys in the bench module, one key).
+		// The sizes of c's command and calls, each then allocated once:
+		// with them grown by appending, a decision allocated 940 bytes,
+		// against 790 (BenchmarkRedisKeys in the bench module, one key).
 		np := len(sps[i].args)
 		c.want.args += 2 + np
 		for _, l := range byShape[s] {
@@ -429,22 +447,27 @@ func group(batch []*pending) []*scriptCall {
 		}
 	}
 	for _, c := range calls {
-		c.args = append(make([]interface{}, 0, 2+c.want.args), "batch", headLen)
-		c.keys = make([]string, 0, c.want.keys)
+		// The command's keys, placed below, come before ARGV.
+		c.evalCall = c.script.call(nil, c.want.keys+2+c.want.args)
+		c.cmd[2] = c.want.keys
+		c.cmd = append(c.cmd[:3+c.want.keys], "batch", headLen)
 		c.calls = make([]*pending, 0, c.want.calls)
 	}
 	for i, s := range shapes {
 		c := byScript[s.script]
 		sp := sps[i]
 		np := len(sp.args)
-		c.args = append(append(c.args, np), sp.args...)
-		c.args = append(c.args, len(byShape[s]))
+		c.cmd = append(append(c.cmd, np), sp.args...)
+		c.cmd = append(c.cmd, len(byShape[s]))
 		for _, l := range byShape[s] {
 			own := byLimiter[l]
-			c.keys = append(c.keys, l.keys...)
-			c.args = append(c.args, len(l.keys), len(own))
+			for _, k := range l.keys {
+				c.cmd[3+c.placed] = k
+				c.placed++
+			}
+			c.cmd = append(c.cmd, len(l.keys), len(own))
 			for _, p := range own {
-				c.args = append(append(c.args, len(p.own)), p.own...)
+				c.cmd = append(append(c.cmd, len(p.own)), p.own...)
 			}
 			c.calls = append(c.calls, own...)
 		}

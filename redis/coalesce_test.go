@@ -67,7 +67,7 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 				now := clock.Now()
 				var batch []*pending
 				var want []reply
-				scripts := map[*goredis.Script]bool{}
+				scripts := map[*luaScript]bool{}
 				for i := 0; i < 2+rng.Intn(20); i++ {
 					j := rng.Intn(len(one))
 					p := int64(rng.Intn(4))
@@ -550,7 +550,9 @@ func TestMalformedBatchIsRefused(t *testing.T) {
 		"truncated":            append(group, 1, 1, 4),
 		"negative count":       append(group, -1),
 	} {
-		err := fixedWindowScript.Run(ctx, c, keys, args...).Err()
+		call := fixedWindowScript.call(keys, len(args))
+		call.cmd = append(call.cmd, args...)
+		err := call.run(ctx, c).Err()
 		if err == nil || !strings.Contains(err.Error(), "malformed batch") {
 			t.Errorf("%s: %v, want a malformed batch error", name, err)
 		}
@@ -653,12 +655,12 @@ func BenchmarkBatchServerTime(b *testing.B) {
 			batch = append(batch, &pending{l: l, own: l.own(time.Now(), opAcquire, 1, nil)})
 		}
 		call := group(batch)[0]
-		if err := call.script.Run(ctx, c, call.keys, call.args...).Err(); err != nil { // loads the script
+		if err := call.run(ctx, c).Err(); err != nil { // loads the script
 			b.Fatal(err)
 		}
 		c.ConfigResetStat(ctx)
 		for range 2000 {
-			if err := call.script.EvalSha(ctx, c, call.keys, call.args...).Err(); err != nil {
+			if err := c.Do(ctx, call.cmd...).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -27,6 +27,8 @@ package redis
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -84,8 +86,28 @@ var (
 // script composes an algorithm's script: the prelude, the algorithm, which
 // defines decide(K, ARGV) for one decision on the keys K, and batch.lua, which calls it once
 // or for each decision of a batch (see coalesce.go).
-func script(algorithm string) *goredis.Script {
-	return goredis.NewScript(prelude + algorithm + batchLua)
+func script(algorithm string) *luaScript {
+	src := prelude + algorithm + batchLua
+	h := sha1.Sum([]byte(src))
+	return &luaScript{src: src, hash: hex.EncodeToString(h[:])}
+}
+
+// A luaScript is called by its SHA1 digest (EVALSHA), and with its source
+// (EVAL, which loads it) when the server lacks it.
+type luaScript struct{ src, hash string }
+
+// call starts a call of s on keys: the command EVALSHA, the digest and the
+// keys, with room for argc arguments (ARGV) to be appended. The command is
+// built whole here, where go-redis's EvalSha would copy the arguments into
+// a command of its own: a decision allocated 750 bytes at 64 goroutines on
+// one key, 653 so (BenchmarkRedisKeys in the bench module, B/decision).
+func (s *luaScript) call(keys []string, argc int) evalCall {
+	cmd := make([]interface{}, 0, 3+len(keys)+argc)
+	cmd = append(cmd, "evalsha", s.hash, len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return evalCall{script: s, cmd: cmd}
 }
 
 // MaxKeyLen bounds the key given to New, in bytes.
@@ -250,7 +272,7 @@ type Limiter struct {
 // shape is what every limiter of one Factory shares.
 type shape struct {
 	client   goredis.UniversalClient
-	script   *goredis.Script
+	script   *luaScript
 	suffixes []string // of the keys, after prefix + "{" + key + "}"
 	p        atomic.Pointer[params]
 	reserves bool // token bucket: Wait reserves in the script
@@ -558,7 +580,7 @@ func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits 
 	} else {
 		ctx, cancel := l.bound(ctx)
 		defer cancel()
-		v, err = l.run(ctx, l.argv(own), nil)
+		v, err = l.run(ctx, l.lone(own), nil)
 	}
 	if err != nil {
 		return reply{}, err
@@ -591,10 +613,10 @@ type result struct {
 // (nil: nothing) runs once: when the call is answered, before the answer is
 // handed over, or when the caller stops waiting, if that comes first (a
 // stalled call holds nothing of the pipe's).
-func (l *Limiter) run(ctx context.Context, args []interface{}, then func()) ([]interface{}, error) {
+func (l *Limiter) run(ctx context.Context, call evalCall, then func()) ([]interface{}, error) {
 	_, deadline := ctx.Deadline()
 	if ctx.Done() == nil || (l.direct && deadline) {
-		v, err := l.script.Run(ctx, l.client, l.keys, args...).Slice()
+		v, err := call.run(ctx, l.client).Slice()
 		if then != nil {
 			then()
 		}
@@ -608,7 +630,7 @@ func (l *Limiter) run(ctx context.Context, args []interface{}, then func()) ([]i
 	}
 	ch := make(chan result, 1)
 	go func() {
-		v, err := l.script.Run(ctx, l.client, l.keys, args...).Slice()
+		v, err := call.run(ctx, l.client).Slice()
 		if then != nil {
 			then()
 		}
@@ -642,12 +664,14 @@ func (l *Limiter) own(local time.Time, op string, permits int64, extra []interfa
 	return append(append(make([]interface{}, 0, headLen+len(extra)), now, permits, op), extra...)
 }
 
-// argv is the script's ARGV for one decision of the limiter, whose own
-// arguments are own: its head, the parameters, then its extra arguments.
-func (l *Limiter) argv(own []interface{}) []interface{} {
+// lone is the script call of one decision of the limiter, whose own
+// arguments are own: ARGV is its head, the parameters, then its extra
+// arguments.
+func (l *Limiter) lone(own []interface{}) evalCall {
 	pa := l.params().args
-	args := make([]interface{}, 0, len(own)+len(pa))
-	return append(append(append(args, own[:headLen]...), pa...), own[headLen:]...)
+	c := l.script.call(l.keys, len(own)+len(pa))
+	c.cmd = append(append(append(c.cmd, own[:headLen]...), pa...), own[headLen:]...)
+	return c
 }
 
 // headLen is the number of arguments of a decision's head.
@@ -1305,7 +1329,7 @@ func (r *renewer) run() {
 
 type renewal struct {
 	l    *Limiter
-	args []interface{}
+	call evalCall
 }
 
 // renew extends every lease held by the limiters due, in pipelined round
@@ -1319,7 +1343,7 @@ func (r *renewer) renew(due []*Limiter) {
 		}
 		l.ext().holders.Range(func(_, v any) bool {
 			h := v.(*holder)
-			batch = append(batch, renewal{l, l.argv(l.own(l.localNow(), opRenew, h.permits, []interface{}{h.id}))})
+			batch = append(batch, renewal{l, l.lone(l.own(l.localNow(), opRenew, h.permits, []interface{}{h.id}))})
 			if len(batch) == renewBatch {
 				r.send(batch)
 				batch = batch[:0]
@@ -1341,7 +1365,7 @@ func (r *renewer) send(batch []renewal) {
 			d = x.l.o.leaseTTL / 3
 		}
 		timeout = max(timeout, d)
-		calls[i] = evalCall{x.l.script, x.l.keys, x.args}
+		calls[i] = x.call
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
