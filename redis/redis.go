@@ -28,8 +28,8 @@ package redis
 import (
 	"context"
 	"crypto/sha1"
-	"encoding/hex"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
