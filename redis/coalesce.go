@@ -300,9 +300,22 @@ type evalCall struct {
 // run makes the call, and again with the script's source (EVAL, which
 // loads it) when the server lacks it.
 func (c evalCall) run(ctx context.Context, client goredis.UniversalClient) *goredis.Cmd {
-	cmd := client.Do(ctx, c.cmd...)
+	cmd := command(ctx, c.cmd)
+	client.Process(ctx, cmd)
 	if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd = client.Do(ctx, c.withSource()...)
+		cmd = command(ctx, c.withSource())
+		client.Process(ctx, cmd)
+	}
+	return cmd
+}
+
+// command is the go-redis command of args, a script call's (EVALSHA or
+// EVAL): its first key, if it has keys, is its fourth argument, as
+// go-redis's own EvalSha says (a Cluster or a Ring routes by it).
+func command(ctx context.Context, args []interface{}) *goredis.Cmd {
+	cmd := goredis.NewCmd(ctx, args...)
+	if len(args) > 3 && args[2] != 0 {
+		cmd.SetFirstKeyPos(3)
 	}
 	return cmd
 }
@@ -321,14 +334,17 @@ func evalAll(ctx context.Context, client goredis.UniversalClient, calls []evalCa
 	pipe := client.Pipeline()
 	cmds := make([]*goredis.Cmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = pipe.Do(ctx, c.cmd...)
+		cmds[i] = command(ctx, c.cmd)
+		pipe.Process(ctx, cmds[i])
 	}
 	pipe.Exec(ctx) // each command carries its own error
 	out := make([]result, len(calls))
 	for i, c := range calls {
 		out[i].v, out[i].err = cmds[i].Slice()
 		if out[i].err != nil && goredis.HasErrorPrefix(out[i].err, "NOSCRIPT") {
-			out[i].v, out[i].err = client.Do(ctx, c.withSource()...).Slice()
+			cmd := command(ctx, c.withSource())
+			client.Process(ctx, cmd)
+			out[i].v, out[i].err = cmd.Slice()
 		}
 	}
 	return out
