@@ -449,8 +449,8 @@ func group(batch []*pending) []*scriptCall {
 			calls = append(calls, c)
 		}
 		// The sizes of c's command and calls, each then allocated once:
-		// with them grown by appending, a decision allocated 940 bytes,
-		// against 790 (BenchmarkRedisKeys in the bench module, one key).
+		// grown by appending, they cost a decision about 150 more bytes
+		// (BenchmarkRedisKeys in the bench module, B/decision, one key).
 		np := len(sps[i].args)
 		c.want.args += 2 + np
 		for _, l := range byShape[s] {
