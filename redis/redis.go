@@ -655,7 +655,7 @@ func (l *Limiter) run(ctx context.Context, call evalCall, then func()) ([]interf
 // own is a decision's own script arguments: its head, now (empty: the
 // server's TIME; the local instant with WithClock), permits and op, then
 // extra. A batch sends them with the parameters of the decisions'
-// Factory once (see group); argv makes a script call's ARGV of them.
+// Factory once (see group); lone makes a call of one decision of them.
 func (l *Limiter) own(local time.Time, op string, permits int64, extra []interface{}) []interface{} {
 	now := ""
 	if l.o.clock != nil {
