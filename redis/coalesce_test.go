@@ -103,6 +103,62 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 	}
 }
 
+// TestBatchKeepsArrivalOrder: a token bucket's queue order holds in a batch
+// as in a lone call (the batch sends the parameters once, as numbers): with
+// a reservation given back, tokens are free before the horizon, and a
+// newcomer in a batch is refused behind the waiters (OldestFirst) or
+// granted (NewestFirst).
+func TestBatchKeepsArrivalOrder(t *testing.T) {
+	mini := miniredis.RunT(t)
+	clients := map[string]*goredis.Client{
+		"miniredis": goredis.NewClient(&goredis.Options{Addr: mini.Addr()}),
+		"redis":     goredis.NewClient(&goredis.Options{Addr: redistest.Start(t).Addr}),
+	}
+	ctx := context.Background()
+	for name, c := range clients {
+		t.Cleanup(func() { c.Close() })
+		for _, order := range []ratelimit.QueueOrder{ratelimit.OldestFirst, ratelimit.NewestFirst} {
+			t.Run(name+"/"+order.String(), func(t *testing.T) {
+				clock := ratelimittest.NewClock()
+				cfg := tokenbucket.Config{Rate: 10, Burst: 2, Queue: ratelimit.Queue{Limit: 10, Order: order}}
+				l, err := New(c, "arrival-"+order.String(), cfg, WithClock(clock), WithoutRefusalCache())
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Empty the bucket, reserve 2 (due at +200ms, the horizon)
+				// and give them back: at +100ms a token is free, before
+				// the horizon.
+				now := clock.Now()
+				for _, step := range []struct {
+					op    string
+					p     int64
+					extra interface{}
+				}{{opAcquire, 2, -1}, {opWait, 2, -1}, {opCancel, 2, 0}} {
+					if r, err := l.call(ctx, now, step.op, step.p, step.extra); err != nil || !r.granted {
+						t.Fatalf("op %q: %+v %v, want granted", step.op, r, err)
+					}
+				}
+				clock.Advance(100 * time.Millisecond)
+				newcomer := func() *pending {
+					return &pending{l: l, own: l.own(clock.Now(), opAcquire, 1, l.tail("")), done: make(chan struct{})}
+				}
+				batch := []*pending{newcomer(), newcomer()}
+				l.pipe.send(ctx, batch)
+				r, err := parseReply(batch[0].v)
+				if err != nil || batch[0].err != nil {
+					t.Fatalf("the batch's first decision: %v %v", err, batch[0].err)
+				}
+				if order == ratelimit.NewestFirst && !r.granted {
+					t.Fatalf("NewestFirst newcomer in a batch: %+v, want granted (a token is free)", r)
+				}
+				if order == ratelimit.OldestFirst && (r.granted || r.retryAfter != 100*time.Millisecond) {
+					t.Fatalf("OldestFirst newcomer in a batch: %+v, want refused behind the waiters, retry 100ms", r)
+				}
+			})
+		}
+	}
+}
+
 // TestBatcherDropsCancelledCall: a call whose ctx ends while it waits in the
 // queue (every sender busy) is dropped, so its decision is never made.
 func TestBatcherDropsCancelledCall(t *testing.T) {

@@ -112,7 +112,7 @@ local function decide_bucket(K, ARGV)
   local p, op = tonumber(ARGV[2]), ARGV[3]
   rate, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
   period, per = tonumber(ARGV[6]), tonumber(ARGV[7])
-  local fifo, arg = ARGV[9] == '0', tonumber(ARGV[10])
+  local fifo, arg = tonumber(ARGV[9]) == 0, tonumber(ARGV[10])
 
   tokens, last, horizon = burst, 0, 0
   local a, b, c, sp = load(key)
