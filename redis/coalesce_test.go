@@ -28,14 +28,8 @@ import (
 // exactly what the same calls made one by one reply, on miniredis and on a
 // real server, at pinned instants.
 func TestBatchDecidesAsOneByOne(t *testing.T) {
-	mini := miniredis.RunT(t)
-	clients := map[string]*goredis.Client{
-		"miniredis": goredis.NewClient(&goredis.Options{Addr: mini.Addr()}),
-		"redis":     goredis.NewClient(&goredis.Options{Addr: redistest.Start(t).Addr}),
-	}
 	ctx := context.Background()
-	for name, c := range clients {
-		t.Cleanup(func() { c.Close() })
+	for name, c := range bothServers(t) {
 		t.Run(name, func(t *testing.T) {
 			clock := ratelimittest.NewClock()
 			// Limiters of every algorithm, three keys each: two made by
@@ -103,20 +97,27 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 	}
 }
 
+// bothServers returns a client of miniredis and one of a real server,
+// by name, closed when t ends.
+func bothServers(t *testing.T) map[string]*goredis.Client {
+	clients := map[string]*goredis.Client{
+		"miniredis": goredis.NewClient(&goredis.Options{Addr: miniredis.RunT(t).Addr()}),
+		"redis":     goredis.NewClient(&goredis.Options{Addr: redistest.Start(t).Addr}),
+	}
+	for _, c := range clients {
+		t.Cleanup(func() { c.Close() })
+	}
+	return clients
+}
+
 // TestBatchKeepsArrivalOrder: a token bucket's queue order holds in a batch
 // as in a lone call (the batch sends the parameters once, as numbers): with
 // a reservation given back, tokens are free before the horizon, and a
 // newcomer in a batch is refused behind the waiters (OldestFirst) or
 // granted (NewestFirst).
 func TestBatchKeepsArrivalOrder(t *testing.T) {
-	mini := miniredis.RunT(t)
-	clients := map[string]*goredis.Client{
-		"miniredis": goredis.NewClient(&goredis.Options{Addr: mini.Addr()}),
-		"redis":     goredis.NewClient(&goredis.Options{Addr: redistest.Start(t).Addr}),
-	}
 	ctx := context.Background()
-	for name, c := range clients {
-		t.Cleanup(func() { c.Close() })
+	for name, c := range bothServers(t) {
 		for _, order := range []ratelimit.QueueOrder{ratelimit.OldestFirst, ratelimit.NewestFirst} {
 			t.Run(name+"/"+order.String(), func(t *testing.T) {
 				clock := ratelimittest.NewClock()
