@@ -69,7 +69,7 @@ type pipe struct {
 type pending struct {
 	l        *Limiter
 	own      []interface{} // the decision's own arguments (see Limiter.own)
-	deadline time.Time     // the limiter's timeout from when the call queued; zero for none
+	deadline time.Time     // the limiter's timeout from the call's start; zero for none
 	sent     bool          // taken from the queue; guarded by the pipe's mu
 
 	finished atomic.Bool // answered (finish); v and err are to be read once done is closed
@@ -134,11 +134,12 @@ func forgetPipe(k pipeKey) {
 }
 
 // do makes one of l's decisions, whose own arguments are own (see
-// Limiter.own), through the pipe, bounded by l's timeout. A call whose ctx
+// Limiter.own), through the pipe, bounded by l's timeout from start (the
+// call's start on the system clock). A call whose ctx
 // ends (or whose timeout passes) while it is queued is dropped from the
 // queue, so it is never made; once sent, its answer is lost with the ctx,
 // as with a plain script call.
-func (b *pipe) do(ctx context.Context, l *Limiter, own []interface{}) ([]interface{}, error) {
+func (b *pipe) do(ctx context.Context, l *Limiter, own []interface{}, start time.Time) ([]interface{}, error) {
 	b.mu.Lock()
 	free := b.senders < maxSenders || len(b.queue) >= maxBatch*(b.senders-maxSenders+1)
 	if free {
@@ -152,7 +153,7 @@ func (b *pipe) do(ctx context.Context, l *Limiter, own []interface{}) ([]interfa
 	}
 	p := &pending{l: l, own: own, done: make(chan struct{})}
 	if l.o.timeout > 0 {
-		p.deadline = time.Now().Add(l.o.timeout)
+		p.deadline = start.Add(l.o.timeout)
 		b.watch(p.deadline)
 	}
 	b.queue = append(b.queue, p)

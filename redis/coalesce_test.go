@@ -176,7 +176,7 @@ func TestBatcherDropsCancelledCall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, err := b.do(ctx, l, l.own(clock.Now(), opAcquire, 1, nil))
+		_, err := b.do(ctx, l, l.own(clock.Now(), opAcquire, 1, nil), time.Now())
 		done <- err
 	}()
 	for queued := 0; queued == 0; {
@@ -223,7 +223,7 @@ func TestQueuedAndSentCallsExpire(t *testing.T) {
 	call := func(take func()) error {
 		done := make(chan error, 1)
 		go func() {
-			_, err := b.do(context.Background(), l, l.own(time.Now(), opAcquire, 1, nil))
+			_, err := b.do(context.Background(), l, l.own(time.Now(), opAcquire, 1, nil), time.Now())
 			done <- err
 		}()
 		for queue() == 0 {
@@ -679,7 +679,7 @@ func TestFullBatchStartsASender(t *testing.T) {
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	v, err := b.do(ctx, l, l.own(time.Now(), opAcquire, 1, nil))
+	v, err := b.do(ctx, l, l.own(time.Now(), opAcquire, 1, nil), time.Now())
 	if r, perr := parseReply(v); err != nil || perr != nil || !r.granted {
 		t.Fatalf("the caller behind a full batch: %+v %v %v, want a grant", r, err, perr)
 	}

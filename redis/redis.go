@@ -576,7 +576,11 @@ func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits 
 	var v []interface{}
 	var err error
 	if l.pipe != nil {
-		v, err = l.pipe.do(ctx, l, own) // bounds the call by the timeout itself
+		start := local // the call's start on the system clock, which bounds it
+		if l.o.clock != nil {
+			start = time.Now()
+		}
+		v, err = l.pipe.do(ctx, l, own, start) // bounds the call by the timeout itself
 	} else {
 		ctx, cancel := l.bound(ctx)
 		defer cancel()
