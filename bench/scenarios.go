@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -320,7 +321,6 @@ func measureOps(g, n int, timed bool, op func() error) (cost, error) {
 	for _, l := range lat {
 		all = append(all, l...)
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	// The harness's own allocations: a goroutine's closure each, and when
 	// timed its slice of latencies.
 	harnessAllocs := int64(g)
@@ -330,10 +330,18 @@ func measureOps(g, n int, timed bool, op func() error) (cost, error) {
 	c := cost{goroutines: g, nsPerOp: float64(elapsed.Nanoseconds()) / float64(n),
 		allocsPerOp: float64(int64(ms1.Mallocs-ms0.Mallocs)-harnessAllocs) / float64(n),
 		bytesPerOp:  float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(n), perSecond: float64(n) / elapsed.Seconds()}
-	if len(all) > 0 {
-		c.p50, c.p99 = all[len(all)/2], all[len(all)*99/100]
-	}
+	c.p50, c.p99 = percentiles(all)
 	return c, firstErr
+}
+
+// percentiles sorts the latencies d and returns their 50th and 99th
+// percentiles; zero for none.
+func percentiles(d []time.Duration) (p50, p99 time.Duration) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	slices.Sort(d)
+	return d[len(d)/2], d[len(d)*99/100]
 }
 
 // unrefusing is cfg's algorithm with limits high enough that every

@@ -192,8 +192,8 @@ const DefaultTimeout = time.Second
 // other than go-redis's Client, ClusterClient and Ring) go-redis ignores a
 // context's deadline while reading a reply, so each call runs in a
 // goroutine the caller stops waiting for at the deadline (a goroutine
-// switch per call: about 1.7x the
-// latency of a lone caller, BenchmarkRedisLone in the bench module); a
+// switch per call: about 1.5x the latency of a lone caller,
+// BenchmarkRedisLone in the bench module); a
 // script call so left behind finishes on its own when the server answers
 // or the client's own timeouts (ReadTimeout, 3s by default) fire. Either
 // way a decision the server makes after the caller left (a permit taken)
