@@ -133,9 +133,11 @@ func (c *ChainLimiter) acquire(ctx context.Context, permits int) (Lease, Limiter
 		}
 		g.leases = append(g.leases, lease)
 	}
+	// The chain's figures are its tightest member's: the least Remaining of
+	// the members with a limit (a Limit of -1 is none).
 	best := g.leases[0]
 	for _, l := range g.leases[1:] {
-		if l.Remaining() < best.Remaining() {
+		if best.Limit() < 0 || (l.Limit() >= 0 && l.Remaining() < best.Remaining()) {
 			best = l
 		}
 	}

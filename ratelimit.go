@@ -78,7 +78,9 @@ type Config interface {
 	// Validate reports the first invalid field, wrapping ErrInvalidConfig.
 	Validate() error
 	// Capacity is the most permits one request can ever be granted; larger
-	// requests fail with ErrExceedsLimit.
+	// requests fail with ErrExceedsLimit. A configuration without a limit
+	// (a token bucket of rate.Inf) has math.MaxInt64: every request is
+	// granted, and its leases report a Limit and Remaining of -1.
 	Capacity() int64
 	// QueueOptions returns the configuration's Wait queue.
 	QueueOptions() Queue
@@ -187,7 +189,7 @@ type Queue struct {
 // Status checks (permits == 0) and calls that return an error are counted
 // in neither Granted nor Refused.
 type Stats struct {
-	Available int64  // permits that could be granted now
+	Available int64  // permits that could be granted now; math.MaxInt64 without a limit
 	Queued    int64  // permits waiting in the queue
 	Granted   uint64 // requests for permits granted since creation
 	Refused   uint64 // requests for permits refused since creation

@@ -62,7 +62,7 @@ func (x *xrate) check(ctx context.Context, permits int) (time.Time, error) {
 	}
 	capacity := int64(x.l.Burst())
 	if x.l.Limit() == rate.Inf {
-		capacity = math.MaxInt64
+		capacity = leases.Unlimited
 	}
 	if err := base.CheckPermits(permits, capacity); err != nil {
 		return time.Time{}, err

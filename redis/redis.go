@@ -725,7 +725,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	}
 	pm := l.params()
 	if pm.unlimited {
-		return backend.Lease(&pm.infos, ratelimit.Decision{Granted: true, Remaining: pm.capacity}, ratelimit.ReasonNone, 0), nil
+		return backend.Lease(&pm.infos, ratelimit.Decision{Granted: true, Remaining: -1}, ratelimit.ReasonNone, 0), nil
 	}
 	p := int64(permits)
 	at := l.localNow()

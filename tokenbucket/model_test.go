@@ -49,6 +49,7 @@ func model(t *testing.T, c Config) *Model { t.Helper(); return modeltest.New(t, 
 func simOf(m *Model) modeltest.Sim[State] {
 	return modeltest.Sim[State]{
 		Capacity:  m.burst,
+		Unlimited: m.inf,
 		Initial:   m.Initial,
 		Step:      m.Step,
 		InitialAt: m.InitialAt,

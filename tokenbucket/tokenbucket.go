@@ -61,7 +61,8 @@ import (
 // Period and PerPeriod (interval refill), and Burst.
 type Config struct {
 	// Rate is the continuous refill rate in tokens per second; rate.Inf means
-	// no limit. Must be 0 when Period is set.
+	// no limit: every request is granted, whatever Burst. Must be 0 when
+	// Period is set.
 	Rate rate.Limit
 	// Burst is the bucket's capacity: the most permits granted at once. Required.
 	Burst int
@@ -105,8 +106,14 @@ func (c Config) Validate() error {
 	return check.Queue(pkg, c.Queue)
 }
 
-// Capacity is Burst.
-func (c Config) Capacity() int64 { return int64(c.Burst) }
+// Capacity is Burst; math.MaxInt64 for rate.Inf, which grants every
+// request, whatever its permits (as x/time/rate does).
+func (c Config) Capacity() int64 {
+	if c.Rate == rate.Inf {
+		return math.MaxInt64
+	}
+	return int64(c.Burst)
+}
 
 // QueueOptions returns c.Queue.
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
@@ -243,7 +250,7 @@ func (m *Model) dueAt(s State, now int64) int64 {
 func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 	d := ratelimit.Decision{RetryAfter: -1}
 	if m.inf {
-		d.Granted, d.Remaining = true, m.burst
+		d.Granted, d.Remaining = true, -1 // no limit
 		return s, d
 	}
 	cur := m.tokensAt(s, now)
@@ -379,10 +386,11 @@ func (m *Model) Refund(s State, now, at, permits int64) State {
 	return m.tokensAt(s, now)
 }
 
-// Available is the number of whole tokens in the bucket at now.
+// Available is the number of whole tokens in the bucket at now;
+// math.MaxInt64 for rate.Inf.
 func (m *Model) Available(s State, now int64) int64 {
 	if m.inf {
-		return m.burst
+		return math.MaxInt64
 	}
 	return check.Floor(m.tokensAt(s, now).Tokens)
 }

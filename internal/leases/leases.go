@@ -9,7 +9,10 @@
 // resource (GrantInfo), so that making a lease allocates nothing.
 package leases
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Reasons is the number of refusal reasons ratelimit declares (its Reason
 // constants, 0 to Reasons-1). Reason 0 is no refusal: a grant.
@@ -51,8 +54,16 @@ func (i *Info) Grant(remaining int64, resetAfter time.Duration, token uint64) Le
 // reason r. Make it once per limiter with MakeInfos.
 type Infos [Reasons]Info
 
-// MakeInfos returns the Infos of a limiter of capacity limit.
+// Unlimited is the capacity of a limiter without a limit (a token bucket of
+// rate.Inf): no request is too large. Its leases report a Limit of -1.
+const Unlimited = math.MaxInt64
+
+// MakeInfos returns the Infos of a limiter of capacity limit (Unlimited, or
+// -1: no limit, whose leases report -1).
 func MakeInfos(limit int64) Infos {
+	if limit == Unlimited {
+		limit = -1
+	}
 	var is Infos
 	for r := range is {
 		is[r] = Info{limit: limit, reason: uint8(r)}

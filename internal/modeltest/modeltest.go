@@ -95,7 +95,10 @@ func Run[S any](t testing.TB, step func(S, int64, int64) (S, ratelimit.Decision)
 // Sim adapts a model to the generic checks.
 type Sim[S any] struct {
 	// Capacity is what an idle state grants at once (Limit, Burst).
-	Capacity  int64
+	Capacity int64
+	// Unlimited: the model grants everything, and its decisions report a
+	// Remaining of -1 (no limit; a token bucket of rate.Inf).
+	Unlimited bool
 	Initial   func() S
 	Step      func(s S, now, permits int64) (S, ratelimit.Decision)
 	InitialAt func(S) int64
@@ -197,8 +200,8 @@ func Exercise[S any](t testing.TB, m Sim[S], cs []Call) []Grant {
 		if d.Granted && c.N > 0 {
 			gs = append(gs, Grant{i, seen, c.N})
 		}
-		if d.Remaining < 0 || d.Remaining > m.Capacity {
-			t.Errorf("step %d: Remaining %d out of [0, %d]", i, d.Remaining, m.Capacity)
+		if (m.Unlimited && d.Remaining != -1) || (!m.Unlimited && (d.Remaining < 0 || d.Remaining > m.Capacity)) {
+			t.Errorf("step %d: Remaining %d out of [0, %d] (or not -1 without a limit: %v)", i, d.Remaining, m.Capacity, m.Unlimited)
 		}
 		if !d.Granted && newest && c.N > 0 {
 			if msg := CheckRetry(m, pre, c.At, c.N, d.RetryAfter); msg != "" {
@@ -246,10 +249,14 @@ func CheckRetry[S any](m Sim[S], s S, now, n int64, r time.Duration) string {
 }
 
 // Idle reports whether s at now decides as the initial state: a status
-// check finds the whole Capacity there, and the whole Capacity is granted.
+// check finds the whole Capacity there (no limit: -1, when Unlimited), and
+// the whole Capacity is granted.
 func Idle[S any](m Sim[S], s S, now int64) bool {
 	_, d := m.Step(m.clone(s), now, 0)
 	_, all := m.Step(m.clone(s), now, m.Capacity)
+	if m.Unlimited {
+		return d.Remaining == -1 && all.Granted
+	}
 	return d.Remaining == m.Capacity && all.Granted
 }
 
