@@ -394,7 +394,9 @@ func (r *Registry) Peek(ctx context.Context, name, key string) (ratelimit.Lease,
 }
 
 // Reset puts key's limiter of policy name back in its initial state (see
-// ratelimit.Resetter and partitioned's Reset): on Redis, for every process.
+// ratelimit.Resetter and partitioned's Reset): on Redis, for every process
+// (one that remembers a refusal of the key sees the reset within a second;
+// see redis.WithoutRefusalCache).
 // A backend whose limiters cannot reset returns an error wrapping
 // errors.ErrUnsupported.
 func (r *Registry) Reset(ctx context.Context, name, key string) error {

@@ -421,3 +421,40 @@ func TestRefusalCache(t *testing.T) {
 		t.Fatalf("%d Redis calls for 10,000 refusals in one window, want at most 1", calls)
 	}
 }
+
+// TestRefusalCacheSeesOtherProcesses: what another process does to a key
+// that gives permits back (here a Reset, as an admin's reset of a user) is
+// seen by a process that cached a refusal of that key within a second, not
+// at the refusal's RetryAfter (1,000 s here); until then the cache keeps
+// answering locally, with the refusal's own RetryAfter.
+func TestRefusalCacheSeesOtherProcesses(t *testing.T) {
+	_, c := miniClient(t)
+	var n counter
+	c.AddHook(&n)
+	clock := ratelimittest.NewClock()
+	cfg := fixedwindow.Config{Limit: 1, Window: 1000 * time.Second} // the clock starts at a window's start
+	key := "reset-elsewhere"
+	here, elsewhere := mustNew(t, c, key, cfg, redis.WithClock(clock)), mustNew(t, c, key, cfg, redis.WithClock(clock))
+	if g, err := here.Acquire(bg, 1); err != nil || !g.Acquired() {
+		t.Fatalf("first Acquire: %v, %v", g, err)
+	}
+	if r, err := here.Acquire(bg, 1); err != nil || r.Acquired() {
+		t.Fatalf("second Acquire: %v, %v; want refused", r, err)
+	}
+	if err := elsewhere.Reset(bg); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(999 * time.Millisecond)
+	before := n.n.Load()
+	r, err := here.Acquire(bg, 1)
+	if d, ok := r.RetryAfter(); err != nil || r.Acquired() || !ok || d != cfg.Window-999*time.Millisecond {
+		t.Fatalf("within the second: %v (%v), %v; want refused from the cache, RetryAfter %v", r, d, err, cfg.Window-999*time.Millisecond)
+	}
+	if calls := n.n.Load() - before; calls != 0 {
+		t.Fatalf("%d Redis calls within the second, want 0 (the cached refusal)", calls)
+	}
+	clock.Advance(time.Millisecond)
+	if g, err := here.Acquire(bg, 1); err != nil || !g.Acquired() {
+		t.Fatalf("a second after the refusal: %v, %v; want granted (the key was reset elsewhere)", g, err)
+	}
+}

@@ -213,16 +213,18 @@ func WithLeaseTTL(d time.Duration) Option { return func(o *options) { o.leaseTTL
 
 // WithoutRefusalCache sends every request to Redis. By default a refusal of
 // p permits with RetryAfter r is remembered, and requests for the same p
-// permits on this limiter are refused locally until r has passed, with the
-// remaining RetryAfter: for the rate algorithms that answer cannot change
-// before r (other grants only use permits up), so a flood on an over-limit
-// key costs Redis one call per RetryAfter instead of one per request. A
-// grant, a refund or a cancelled reservation through this limiter forgets
-// the cached refusal. Exceptions: a token-bucket reservation cancelled, or
-// a grant refunded, in another process meanwhile, which the cache does not
-// see, and Remaining, which grants in other
-// processes may have lowered and expiry raised (a cached refusal reports it
-// as of the refusal). Concurrency refusals (no RetryAfter) and
+// permits on this limiter are refused locally until r has passed, or one
+// second, whichever comes first, with the remaining RetryAfter: grants
+// only use permits up, so a flood on an over-limit key costs Redis one
+// call per RetryAfter (at most one per second) instead of one per
+// request. A grant, a refund, a cancelled reservation, a Reset or a
+// Reconfigure through this limiter forgets the cached refusal. What other
+// processes do meanwhile that gives permits back (a Reset, as an admin's
+// reset of a key; a refund; a cancelled token-bucket reservation; a
+// Reconfigure that raises the limit) is seen within that second: until
+// then the cache refuses what Redis would grant, never the reverse. A
+// cached refusal reports Remaining as of the refusal (grants elsewhere may
+// have lowered it since). Concurrency refusals (no RetryAfter) and
 // token-bucket Wait are never cached.
 func WithoutRefusalCache() Option { return func(o *options) { o.noCache = true } }
 
@@ -333,13 +335,21 @@ func (l *Limiter) ext() *ext {
 }
 
 // refusal is a remembered refusal: requests of exactly permits are refused
-// until the local instant until (UnixNano). (Larger requests would be
-// refused too, but their RetryAfter is longer: they go to Redis.)
+// until the local instant until (UnixNano), with the RetryAfter left until
+// retryAt, the refusal's own; until is at most maxRefusalAge after the
+// refusal. (Larger requests would be refused too, but their RetryAfter is
+// longer: they go to Redis.)
 type refusal struct {
-	permits, remaining int64
-	until, resetAt     int64
-	params             *params // the configuration it was decided under: a Reconfigure voids it
+	permits, remaining      int64
+	until, retryAt, resetAt int64
+	params                  *params // the configuration it was decided under: a Reconfigure voids it
 }
+
+// maxRefusalAge bounds how long a refusal is remembered, whatever its
+// RetryAfter, so that what other processes change meanwhile (a Reset, a
+// refund, a Reconfigure) is seen within it: a flood on an over-limit key
+// then costs Redis one call per second at most.
+const maxRefusalAge = time.Second
 
 // cached answers from the remembered refusal, when it applies.
 func (l *Limiter) cached(p int64, at time.Time) (ratelimit.Lease, bool) {
@@ -351,7 +361,7 @@ func (l *Limiter) cached(p int64, at time.Time) (ratelimit.Lease, bool) {
 	if now >= r.until {
 		return ratelimit.Lease{}, false
 	}
-	d := ratelimit.Decision{Remaining: r.remaining, RetryAfter: time.Duration(r.until - now), ResetAfter: time.Duration(max(r.resetAt-now, 0))}
+	d := ratelimit.Decision{Remaining: r.remaining, RetryAfter: time.Duration(r.retryAt - now), ResetAfter: time.Duration(max(r.resetAt-now, 0))}
 	return backend.Lease(&l.params().infos, d, ratelimit.ReasonLimit, 0), true
 }
 
@@ -367,7 +377,8 @@ func (l *Limiter) remember(at time.Time, p int64, r reply, pm *params) {
 		return
 	}
 	t := at.UnixNano()
-	l.refusal.Store(&refusal{permits: max(p, 1), remaining: r.remaining, until: t + int64(r.retryAfter), resetAt: t + int64(r.resetAfter), params: pm})
+	l.refusal.Store(&refusal{permits: max(p, 1), remaining: r.remaining, until: t + int64(min(r.retryAfter, maxRefusalAge)),
+		retryAt: t + int64(r.retryAfter), resetAt: t + int64(r.resetAfter), params: pm})
 }
 
 // New returns a limiter for cfg (any algorithm package's Config) whose state
