@@ -41,7 +41,8 @@ type Limiter interface {
 	ratelimit.ObservableWaiter
 	// Refund takes back a grant of permits this limiter made, as
 	// ratelimit.Refunder says; for a concurrency lease it is Release. ctx
-	// is not read: nothing here waits.
+	// is only checked (a nil one is ratelimit.ErrNilContext, a done one its
+	// error): nothing here waits.
 	Refund(ctx context.Context, lease ratelimit.Lease, permits int) error
 	// Stats returns a snapshot of the limiter's counters.
 	Stats() ratelimit.Stats
@@ -60,7 +61,9 @@ type Limiter interface {
 	// the new burst, and its debt; a window's count is held against the new
 	// limit until the window in which the change falls ends); a concurrency
 	// limit's holders keep their permits. The limiters of a Factory share
-	// their configuration: reconfiguring one reconfigures all.
+	// their configuration: reconfiguring one reconfigures all. On a closed
+	// limiter it returns ratelimit.ErrClosed and changes nothing, for the
+	// limiters that share its configuration too.
 	Reconfigure(cfg ratelimit.Config) error
 	// Reset puts the limiter back in its initial state, as
 	// ratelimit.Resetter says.
@@ -841,19 +844,34 @@ func (l *limiter[S]) remove(w *waiter, now int64) {
 	}
 }
 
+// isClosed reports whether Close was called.
+func (l *limiter[S]) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
 // answer hands a waiter its lease; ch is buffered, so this never blocks.
 func (l *limiter[S]) answer(w *waiter, lease ratelimit.Lease) { w.ch <- lease }
 
-func (l *limiter[S]) Refund(_ context.Context, lease ratelimit.Lease, permits int) error {
+func (l *limiter[S]) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
 	c := l.conf() // whether it releases or refunds: the algorithm's, which no Reconfigure changes
-	if c.releaser != nil && permits >= 0 {
-		lease.Release() // whatever the capacity now: the lease holds what it holds
-		return nil
-	}
-	if permits < 0 || int64(permits) > c.capacity {
+	// A lease holds what it holds, whatever the capacity now: a release
+	// checks no capacity.
+	if permits < 0 || c.releaser == nil && int64(permits) > c.capacity {
 		if err := l.checkPermits(permits); err != nil {
 			return err
 		}
+	}
+	if err := base.CheckContext(ctx); err != nil {
+		return err
+	}
+	if l.isClosed() {
+		return ratelimit.ErrClosed
+	}
+	if c.releaser != nil {
+		lease.Release()
+		return nil
 	}
 	if c.refunder == nil || permits == 0 {
 		return nil
@@ -1049,18 +1067,19 @@ func (l *limiter[S]) Reconfigure(cfg ratelimit.Config) error {
 	if !ok {
 		return fmt.Errorf("%w: memory: Reconfigure with a %T, of another algorithm", ratelimit.ErrInvalidConfig, cfg)
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ratelimit.ErrClosed // and the limiters that share its configuration keep it
+	}
 	if cur := l.conf().cur.Load(); cur.cfg != c.cfg { // the config in force changes nothing
 		c.cur, c.clock = cur.cur, cur.clock
 		c.cur.Store(c)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.closed {
-		now := l.now()
-		l.sync(now)
-		if l.head != nil {
-			l.serve(now)
-		}
+	now := l.now()
+	l.sync(now)
+	if l.head != nil {
+		l.serve(now)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
@@ -109,5 +110,52 @@ func TestDecisionsAllocateNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("refusals: %v allocations per run", n)
+	}
+}
+
+// TestClosedRefusesEveryCall: after Close, every call returns
+// ratelimit.ErrClosed, Reconfigure and Refund too, and a Reconfigure of a
+// closed limiter leaves the limiters that share its configuration (a
+// Factory's) as they were; a nil ctx is refused by Refund as by Acquire.
+func TestClosedRefusesEveryCall(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		cfg, other ratelimit.Config
+	}{
+		{"fixedwindow", fixedwindow.Config{Limit: 3, Window: time.Minute}, fixedwindow.Config{Limit: 7, Window: time.Minute}},
+		{"concurrency", concurrency.Config{Limit: 3}, concurrency.Config{Limit: 7}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := memory.NewFactory(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed, sibling := f.New(), f.New()
+			defer sibling.Close()
+			g, err := closed.Acquire(ctx, 1)
+			if err != nil || !g.Acquired() {
+				t.Fatalf("Acquire: %v, %v", g, err)
+			}
+			if err := closed.Refund(nil, g, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
+				t.Errorf("Refund with a nil ctx: %v, want ErrNilContext", err)
+			}
+			closed.Close()
+			if err := closed.Reconfigure(tc.other); !errors.Is(err, ratelimit.ErrClosed) {
+				t.Errorf("Reconfigure after Close: %v, want ErrClosed", err)
+			}
+			if s, err := sibling.Acquire(ctx, 0); err != nil || s.Limit() != tc.cfg.Capacity() {
+				t.Errorf("sibling after the closed one's Reconfigure: %v, %v; want the old limit %d", s, err, tc.cfg.Capacity())
+			}
+			if err := closed.Refund(ctx, g, 1); !errors.Is(err, ratelimit.ErrClosed) {
+				t.Errorf("Refund after Close: %v, want ErrClosed", err)
+			}
+			if err := closed.Reset(ctx); !errors.Is(err, ratelimit.ErrClosed) {
+				t.Errorf("Reset after Close: %v, want ErrClosed", err)
+			}
+			if _, err := closed.Acquire(ctx, 1); !errors.Is(err, ratelimit.ErrClosed) {
+				t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+			}
+		})
 	}
 }

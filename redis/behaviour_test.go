@@ -458,3 +458,50 @@ func TestRefusalCacheSeesOtherProcesses(t *testing.T) {
 		t.Fatalf("a second after the refusal: %v, %v; want granted (the key was reset elsewhere)", g, err)
 	}
 }
+
+// TestClosedRefusesEveryCall: after Close, Reconfigure and Refund return
+// ratelimit.ErrClosed as the other calls do, and a Reconfigure of a closed
+// limiter leaves the limiters of its Factory as they were.
+func TestClosedRefusesEveryCall(t *testing.T) {
+	_, c := miniClient(t)
+	for _, tc := range []struct {
+		name       string
+		cfg, other ratelimit.Config
+	}{
+		{"fixedwindow", fixedwindow.Config{Limit: 3, Window: time.Minute}, fixedwindow.Config{Limit: 7, Window: time.Minute}},
+		{"concurrency", concurrency.Config{Limit: 3}, concurrency.Config{Limit: 7}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := redis.NewFactory(c, tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed, err := f.New("closed-" + tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sibling, err := f.New("sibling-" + tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sibling.Close()
+			g, err := closed.Acquire(bg, 1)
+			if err != nil || !g.Acquired() {
+				t.Fatalf("Acquire: %v, %v", g, err)
+			}
+			closed.Close()
+			if err := closed.Reconfigure(tc.other); !errors.Is(err, ratelimit.ErrClosed) {
+				t.Errorf("Reconfigure after Close: %v, want ErrClosed", err)
+			}
+			if s, err := sibling.Acquire(bg, 0); err != nil || s.Limit() != tc.cfg.Capacity() {
+				t.Errorf("sibling after the closed one's Reconfigure: %v, %v; want the old limit %d", s, err, tc.cfg.Capacity())
+			}
+			if err := closed.Refund(bg, g, 1); !errors.Is(err, ratelimit.ErrClosed) {
+				t.Errorf("Refund after Close: %v, want ErrClosed", err)
+			}
+			if err := closed.Reset(bg); !errors.Is(err, ratelimit.ErrClosed) {
+				t.Errorf("Reset after Close: %v, want ErrClosed", err)
+			}
+		})
+	}
+}

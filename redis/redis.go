@@ -953,6 +953,9 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 	if err := base.CheckContext(ctx); err != nil {
 		return err
 	}
+	if l.isClosed() {
+		return ratelimit.ErrClosed
+	}
 	var at uint64
 	var ok bool
 	if l.release {
@@ -973,9 +976,6 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 	}
 	if at == 0 || permits == 0 || l.params().unlimited {
 		return nil
-	}
-	if l.isClosed() {
-		return ratelimit.ErrClosed
 	}
 	if _, err := l.call(ctx, l.localNow(), opRefund, int64(permits), int64(at)); err != nil {
 		if ctx.Err() != nil {
@@ -1043,17 +1043,25 @@ func (l *Limiter) until(deadline time.Time) time.Duration {
 // than the old or the new configuration would. A cfg of another algorithm
 // is an error wrapping ratelimit.ErrInvalidConfig that changes nothing
 // (make a limiter under another key instead). The limiters of a Factory share their
-// configuration: reconfiguring one reconfigures all.
-func (l *Limiter) Reconfigure(cfg ratelimit.Config) error { return l.shape.reconfigure(cfg) }
+// configuration: reconfiguring one reconfigures all. On a closed limiter it
+// returns ratelimit.ErrClosed and changes nothing.
+func (l *Limiter) Reconfigure(cfg ratelimit.Config) error { return l.shape.reconfigure(cfg, l.isClosed) }
 
 // Reconfigure reconfigures every limiter the factory made and makes (see
 // Limiter.Reconfigure).
-func (f *Factory) Reconfigure(cfg ratelimit.Config) error { return f.s.reconfigure(cfg) }
+func (f *Factory) Reconfigure(cfg ratelimit.Config) error { return f.s.reconfigure(cfg, nil) }
 
-func (s *shape) reconfigure(cfg ratelimit.Config) error {
+// reconfigure applies cfg to the limiters of s. closed, when not nil,
+// reports whether the limiter asked to is closed: once cfg is found valid,
+// that is ratelimit.ErrClosed, and nothing changes for the limiters that
+// share s either.
+func (s *shape) reconfigure(cfg ratelimit.Config, closed func() bool) error {
 	ns, err := newShape(s.client, cfg, s.o)
 	if err != nil {
 		return err
+	}
+	if closed != nil && closed() {
+		return ratelimit.ErrClosed
 	}
 	old, pm := s.params(), ns.params()
 	// A sliding window's two forms share the script and the keys: each
