@@ -1045,7 +1045,9 @@ func (l *Limiter) until(deadline time.Time) time.Duration {
 // (make a limiter under another key instead). The limiters of a Factory share their
 // configuration: reconfiguring one reconfigures all. On a closed limiter it
 // returns ratelimit.ErrClosed and changes nothing.
-func (l *Limiter) Reconfigure(cfg ratelimit.Config) error { return l.shape.reconfigure(cfg, l.isClosed) }
+func (l *Limiter) Reconfigure(cfg ratelimit.Config) error {
+	return l.shape.reconfigure(cfg, l.isClosed)
+}
 
 // Reconfigure reconfigures every limiter the factory made and makes (see
 // Limiter.Reconfigure).
