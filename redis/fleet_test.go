@@ -57,8 +57,8 @@ func TestFailurePolicies(t *testing.T) {
 				t.Errorf("error policy: %v, %v; want ErrUnavailable", lease, err)
 			}
 		case "open":
-			if err != nil || !lease.Acquired() {
-				t.Errorf("open policy: %v, %v; want granted", lease, err)
+			if err != nil || !lease.Acquired() || lease.Limit() != -1 || lease.Remaining() != -1 {
+				t.Errorf("open policy: %v, %v; want granted with no limit applied (Limit and Remaining -1)", lease, err)
 			}
 		case "closed":
 			if err != nil || lease.Acquired() || lease.Reason() != ratelimit.ReasonUnavailable {

@@ -132,9 +132,15 @@ type FailurePolicy uint8
 
 const (
 	FailError  FailurePolicy = iota // return an error wrapping ErrUnavailable (default)
-	FailOpen                        // grant the request
+	FailOpen                        // grant the request, with no limit applied: the lease's Limit and Remaining are -1
 	FailClosed                      // refuse it, with ReasonUnavailable
 )
+
+// failedOpen is the Infos of FailOpen's answers: grants made with no limit
+// applied, whose figures (-1) say so, so that a client told of them (the
+// RateLimit header fields httplimit writes) is not asked to slow down
+// while Redis fails.
+var failedOpen = leases.MakeInfos(-1)
 
 // Option configures New.
 type Option func(*options)
@@ -802,8 +808,9 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 	}
 	switch l.o.policy {
 	case FailOpen:
-		// Token 0: nothing was taken, so Refund gives nothing back.
-		return backend.Lease(&l.params().infos, ratelimit.Decision{Granted: true, RetryAfter: -1}, ratelimit.ReasonNone, 0), nil
+		// No limit was applied, and nothing was taken: no figures, nothing
+		// to refund or release.
+		return backend.Lease(&failedOpen, ratelimit.Decision{Granted: true, Remaining: -1, RetryAfter: -1}, ratelimit.ReasonNone, 0), nil
 	case FailClosed:
 		return backend.Lease(&l.params().infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonUnavailable, 0), nil
 	}

@@ -146,7 +146,9 @@ func timeoutBoundsEveryCall(t *testing.T, o goredis.Options) {
 		{"FailError", func() (ratelimit.Lease, error) { return errL.Acquire(ctx, 1) },
 			func(_ ratelimit.Lease, err error) bool { return isTimeout(err) }},
 		{"FailOpen", func() (ratelimit.Lease, error) { return openL.Acquire(ctx, 1) },
-			func(l ratelimit.Lease, err error) bool { return err == nil && l.Acquired() }},
+			func(l ratelimit.Lease, err error) bool { // a grant with no limit applied, and no figures
+				return err == nil && l.Acquired() && l.Limit() == -1 && l.Remaining() == -1
+			}},
 		{"FailClosed", func() (ratelimit.Lease, error) { return closedL.Acquire(ctx, 1) },
 			func(l ratelimit.Lease, err error) bool {
 				return err == nil && !l.Acquired() && l.Reason() == ratelimit.ReasonUnavailable
