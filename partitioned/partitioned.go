@@ -50,7 +50,10 @@ import (
 
 // Config configures a partitioned limiter over resources of type R.
 type Config[R any] struct {
-	// Key maps a resource to its partition key. Required.
+	// Key maps a resource to its partition key. Required. Any string is a
+	// key, "" included, and reaches New unchanged; a backend may refuse
+	// some (redis refuses keys that are empty or longer than 1024 bytes),
+	// and a call then gets New's error, wrapped in ErrNoPartition.
 	Key func(R) string
 	// New creates the limiter of a partition; it sees the key, so it may
 	// choose a config per key (or return NoLimit for exempt ones). It runs

@@ -476,7 +476,7 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 			return nil, err
 		}
 		if c.Segments > 0 && w%int64(c.Segments) != 0 {
-			return nil, fmt.Errorf("%w: redis: Window %v is not a whole multiple of Segments %d microseconds", ratelimit.ErrInvalidConfig, c.Window, c.Segments)
+			return nil, fmt.Errorf("%w: redis: Window must be a whole multiple of Segments (%d) microseconds, got %v", ratelimit.ErrInvalidConfig, c.Segments, c.Window)
 		}
 		// Both forms declare each other's keys, to convert the other's
 		// state after a switch (see slidingwindow.lua).
