@@ -476,7 +476,7 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 			return nil, err
 		}
 		if c.Segments > 0 && w%int64(c.Segments) != 0 {
-			return nil, fmt.Errorf("%w: redis: Window must be a whole multiple of Segments (%d) microseconds, got %v", ratelimit.ErrInvalidConfig, c.Segments, c.Window)
+			return nil, fmt.Errorf("%w: redis: Window %v must split into Segments %d of whole microseconds", ratelimit.ErrInvalidConfig, c.Window, c.Segments)
 		}
 		// Both forms declare each other's keys, to convert the other's
 		// state after a switch (see slidingwindow.lua).

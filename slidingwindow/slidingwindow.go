@@ -81,7 +81,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: %s: Segments must be in [0, %d], got %d", ratelimit.ErrInvalidConfig, pkg, MaxSegments, c.Segments)
 	}
 	if c.Segments > 0 && int64(c.Window)%int64(c.Segments) != 0 {
-		return fmt.Errorf("%w: %s: Window must be a whole multiple of Segments (%d) nanoseconds, got %v", ratelimit.ErrInvalidConfig, pkg, c.Segments, c.Window)
+		return fmt.Errorf("%w: %s: Window %v must split into Segments %d of whole nanoseconds", ratelimit.ErrInvalidConfig, pkg, c.Window, c.Segments)
 	}
 	return check.Queue(pkg, c.Queue)
 }
