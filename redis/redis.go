@@ -757,8 +757,22 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	if err != nil {
 		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) { return f.Acquire(ctx, permits) })
 	}
+	if err := l.exceeds(r, p); err != nil {
+		return ratelimit.Lease{}, err
+	}
 	l.remember(at, p, r, pm)
 	return l.lease(r, p, n, ratelimit.ReasonLimit), nil
+}
+
+// exceeds is the error of a refusal r of p permits that are more than the
+// capacity now: a Reconfigure lowered it while the call was on its way
+// (the script refuses what it could never grant), so the call gets the
+// error it would have got a moment later, and no refusal is remembered.
+func (l *Limiter) exceeds(r reply, p int64) error {
+	if r.granted {
+		return nil
+	}
+	return base.CheckPermits(int(p), l.params().capacity)
 }
 
 // tail is the script arguments after the parameters.
@@ -905,6 +919,9 @@ func (l *Limiter) reserve(ctx context.Context, p int64, q *base.Queueing[ratelim
 			}
 			return f.Wait(ctx, int(p))
 		})
+	}
+	if err := l.exceeds(r, p); err != nil {
+		return ratelimit.Lease{}, err
 	}
 	if !r.granted {
 		switch r.extra {

@@ -173,10 +173,12 @@ local function decide_bucket(K, ARGV)
   end
 
   -- Reserve: the bucket goes into debt, bounded by the queue limit, and
-  -- the reservation is due at due, which becomes the horizon.
+  -- the reservation is due at due, which becomes the horizon. More than
+  -- the burst is never reserved (the client checks it, but a Reconfigure
+  -- may lower the burst meanwhile).
   local qlimit = tonumber(ARGV[8])
   after = cur - p
-  if p > qlimit or -after > qlimit or due >= FAR_US then
+  if p > burst or p > qlimit or -after > qlimit or due >= FAR_US then
     return reply(false, rem, due - now, reset_after(cur, l), REFUSED_QUEUE_FULL)
   end
   if arg >= 0 and due - now > arg then
