@@ -1086,14 +1086,14 @@ func (s *shape) reconfigure(cfg ratelimit.Config, closed func() bool) error {
 	if err != nil {
 		return err
 	}
-	if closed != nil && closed() {
-		return ratelimit.ErrClosed
-	}
 	old, pm := s.params(), ns.params()
 	// A sliding window's two forms share the script and the keys: each
 	// converts the other's state (see slidingwindow.lua).
 	if ns.script != s.script || !slices.Equal(ns.suffixes, s.suffixes) {
 		return fmt.Errorf("%w: redis: Reconfigure from %#v to %#v: another algorithm, whose state is kept under other keys", ratelimit.ErrInvalidConfig, old.cfg, pm.cfg)
+	}
+	if closed != nil && closed() {
+		return ratelimit.ErrClosed
 	}
 	if old.cfg != pm.cfg {
 		s.p.Store(pm)
