@@ -116,7 +116,8 @@ func TestDecisionsAllocateNothing(t *testing.T) {
 // TestClosedRefusesEveryCall: after Close, every call returns
 // ratelimit.ErrClosed, Reconfigure and Refund too, and a Reconfigure of a
 // closed limiter leaves the limiters that share its configuration (a
-// Factory's) as they were; a nil ctx is refused by Refund as by Acquire.
+// Factory's) as they were. Before: a nil ctx is refused by Refund as by
+// Acquire, and a done one still gives the permits back.
 func TestClosedRefusesEveryCall(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -139,6 +140,14 @@ func TestClosedRefusesEveryCall(t *testing.T) {
 			}
 			if err := closed.Refund(nil, g, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck // a nil ctx on purpose
 				t.Errorf("Refund with a nil ctx: %v, want ErrNilContext", err)
+			}
+			done, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := closed.Refund(done, g, 1); err != nil || closed.Stats().Available != tc.cfg.Capacity() {
+				t.Errorf("Refund with a done ctx: %v, %d available; want the permit back (nothing waits)", err, closed.Stats().Available)
+			}
+			if g, err = closed.Acquire(ctx, 1); err != nil || !g.Acquired() {
+				t.Fatalf("Acquire again: %v, %v", g, err)
 			}
 			closed.Close()
 			if err := closed.Reconfigure(tc.other); !errors.Is(err, ratelimit.ErrClosed) {
