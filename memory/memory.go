@@ -1033,16 +1033,23 @@ func (l *limiter[S]) sync(now int64) {
 // use, held against the new limit, and come back no sooner than they would
 // have (with the window, or segment, in which now falls). Either way no
 // more is available after the change than the old configuration had, or
-// the new one allows.
+// the new one allows. A token bucket of rate.Inf reads no state: the
+// bucket is kept as it was, debt included, and the next configuration goes
+// on from it.
 func carry[S any](old, c *conf[S], s S, now int64) S {
-	if c.releaser != nil {
+	if c.releaser != nil || c.capacity == leases.Unlimited {
 		return s
 	}
-	used := old.holder.Used(s, now)
-	if c.reserver != nil {
+	var used int64
+	switch {
+	case old.capacity == leases.Unlimited: // the bucket kept under rate.Inf, at the new rate
+		used = c.holder.Used(s, now)
+	case c.reserver != nil:
 		// A token bucket keeps its tokens, clamped to the new burst (as
 		// x/time/rate's SetBurst), and its debt (queued reservations).
-		used = c.capacity - min(old.capacity-used, c.capacity)
+		used = c.capacity - min(old.capacity-old.holder.Used(s, now), c.capacity)
+	default:
+		used = old.holder.Used(s, now)
 	}
 	if used <= 0 {
 		return c.model.Initial()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
@@ -636,5 +637,38 @@ func reconfigureForms(t *testing.T, c goredis.UniversalClient) {
 				}
 			}
 		})
+	}
+}
+
+// TestReconfigureKeepsDebtThroughInf: a token bucket reconfigured to
+// rate.Inf and back keeps its debt to a reservation asleep meanwhile (no
+// script runs under rate.Inf: the state stays as it was), as in memory.
+// Burst 5 and 5s at 1/s allow 10 in 5s.
+func TestReconfigureKeepsDebtThroughInf(t *testing.T) {
+	_, c := miniClient(t)
+	clock := ratelimittest.NewClock()
+	cfg := tokenbucket.Config{Rate: 1, Burst: 5}
+	l := mustNew(t, c, "debt-inf", cfg, redis.WithClock(clock), redis.WithoutRefusalCache())
+	granted := 0
+	if g, _ := l.Acquire(bg, 5); g.Acquired() {
+		granted += 5
+	}
+	waited := make(chan ratelimit.Lease, 1)
+	go func() { g, _ := l.Wait(bg, 5); waited <- g }()
+	waitTimers(t, clock, 1)
+	for _, to := range []tokenbucket.Config{{Rate: rate.Inf, Burst: 5}, cfg} {
+		if err := l.Reconfigure(to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(5 * time.Second)
+	if g := <-waited; g.Acquired() {
+		granted += 5
+	}
+	if g, _ := l.Acquire(bg, 5); g.Acquired() {
+		granted += 5
+	}
+	if granted > 10 {
+		t.Errorf("over-admission through rate.Inf: %d > 10", granted)
 	}
 }
