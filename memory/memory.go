@@ -435,8 +435,10 @@ func (l *limiter[S]) acquireSlow(p int64) (ratelimit.Lease, error) {
 	}
 	if l.head != nil {
 		l.serve(now)
-		if l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst && p > 0 {
-			// A new request never overtakes a non-empty OldestFirst queue.
+		if l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst && p > 0 && l.conf().capacity != leases.Unlimited {
+			// A new request never overtakes a non-empty OldestFirst
+			// queue; without a limit (rate.Inf, the waiters queued
+			// before it) there is nothing to wait behind.
 			return l.refuse(l.behindQueue(now, p), p, ratelimit.ReasonLimit), nil
 		}
 	}

@@ -44,6 +44,8 @@ func TestReconfigureKeepsDebt(t *testing.T) {
 // A token bucket reconfigured to rate.Inf and back keeps its debt to a
 // queued reservation: rate.Inf reads no state, and the bucket it kept goes
 // on under the next configuration. Burst 5 and 5s at 1/s allow 10 in 5s.
+// Meanwhile rate.Inf grants everything, the reservation queued before it
+// notwithstanding.
 func TestReconfigureKeepsDebtThroughInf(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	cfg := tokenbucket.Config{Rate: 1, Burst: 5}
@@ -54,6 +56,9 @@ func TestReconfigureKeepsDebtThroughInf(t *testing.T) {
 	}
 	w := goWait(t, l, bg, 5, 5)
 	reconfigure(t, l, tokenbucket.Config{Rate: rate.Inf, Burst: 5})
+	if g := mustAcquire(t, l, 3); !g.Acquired() || g.Limit() != -1 {
+		t.Errorf("Acquire under rate.Inf, a reservation queued: %v; want granted, no limit", g)
+	}
 	reconfigure(t, l, cfg)
 	clock.Advance(5 * time.Second)
 	if a := <-w; a.lease.Acquired() {

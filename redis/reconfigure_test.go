@@ -643,7 +643,8 @@ func reconfigureForms(t *testing.T, c goredis.UniversalClient) {
 // TestReconfigureKeepsDebtThroughInf: a token bucket reconfigured to
 // rate.Inf and back keeps its debt to a reservation asleep meanwhile (no
 // script runs under rate.Inf: the state stays as it was), as in memory.
-// Burst 5 and 5s at 1/s allow 10 in 5s.
+// Burst 5 and 5s at 1/s allow 10 in 5s. Meanwhile rate.Inf grants
+// everything.
 func TestReconfigureKeepsDebtThroughInf(t *testing.T) {
 	_, c := miniClient(t)
 	clock := ratelimittest.NewClock()
@@ -656,10 +657,14 @@ func TestReconfigureKeepsDebtThroughInf(t *testing.T) {
 	waited := make(chan ratelimit.Lease, 1)
 	go func() { g, _ := l.Wait(bg, 5); waited <- g }()
 	waitTimers(t, clock, 1)
-	for _, to := range []tokenbucket.Config{{Rate: rate.Inf, Burst: 5}, cfg} {
-		if err := l.Reconfigure(to); err != nil {
-			t.Fatal(err)
-		}
+	if err := l.Reconfigure(tokenbucket.Config{Rate: rate.Inf, Burst: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := l.Acquire(bg, 3); err != nil || !g.Acquired() || g.Limit() != -1 {
+		t.Errorf("Acquire under rate.Inf, a reservation asleep: %v, %v; want granted, no limit", g, err)
+	}
+	if err := l.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
 	}
 	clock.Advance(5 * time.Second)
 	if g := <-waited; g.Acquired() {
