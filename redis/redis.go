@@ -463,7 +463,7 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 		}
 		s.script, s.reserves, s.suffixes = tokenBucketScript, true, []string{":tb"}
 		pm.unlimited = c.Rate == rate.Inf
-		pm.args = []interface{}{strconv.FormatFloat(float64(c.Rate), 'f', -1, 64), c.Burst, period, c.PerPeriod, check.QueueLimit(c.Queue), int(c.Queue.Order)}
+		pm.args = []interface{}{luaNumber(float64(c.Rate)), c.Burst, period, c.PerPeriod, check.QueueLimit(c.Queue), int(c.Queue.Order)}
 	case fixedwindow.Config:
 		var w int64
 		if w, err = us("Window", c.Window); err != nil {
@@ -693,6 +693,21 @@ func (l *Limiter) lone(own []interface{}) evalCall {
 	c := l.script.call(l.keys, len(own)+len(pa))
 	c.cmd = append(append(append(c.cmd, own[:headLen]...), pa...), own[headLen:]...)
 	return c
+}
+
+// luaNumber formats f for the scripts' tonumber: exactly (the shortest
+// form that reads back as f), and with a decimal point, without which
+// gopher-lua's tonumber (miniredis's) reads no exponent and no more than
+// 19 digits: "1e+20" is sent as "1.0e+20".
+func luaNumber(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	switch i := strings.IndexByte(s, 'e'); {
+	case strings.IndexByte(s, '.') >= 0:
+		return s
+	case i >= 0:
+		return s[:i] + ".0" + s[i:]
+	}
+	return s + ".0"
 }
 
 // headLen is the number of arguments of a decision's head.
