@@ -57,8 +57,9 @@ type AdminOptions struct {
 // {"error": "...", "field": "...", "value": "..."}: 400 for invalid input,
 // naming the field and the value (malformed JSON, unknown fields, a value the
 // algorithm refuses, numbers that do not fit, a missing or wrong version,
-// a name other than the URL's), 404 for an unknown policy, 409 for a
-// version conflict or a name taken, 405 on a read-only store, 413 for a body
+// a name other than the URL's), 404 for an unknown policy or endpoint, 409
+// for a version conflict or a name taken, 405 for another method or on a
+// read-only store, 413 for a body
 // over MaxBodyBytes, 501 for a reset the backend cannot make, 503 when
 // Redis cannot be reached. Nothing is written
 // unless the whole request is valid, and each write is atomic in the store.
@@ -91,6 +92,22 @@ func NewAdmin(reg *Registry, opts AdminOptions) (http.Handler, error) {
 	mux.HandleFunc("DELETE /policies/{name}", a.auth(true, a.delete))
 	mux.HandleFunc("GET /policies/{name}/keys/{key}", a.auth(false, a.figures))
 	mux.HandleFunc("POST /policies/{name}/keys/{key}/reset", a.auth(true, a.reset))
+	// Another method on these paths is a 405, another path a 404, in JSON
+	// as every error (the mux's own answers are plain text).
+	for path, allow := range map[string]string{
+		"/policies":                         "GET, POST",
+		"/policies/{name}":                  "GET, PUT, DELETE",
+		"/policies/{name}/keys/{key}":       "GET",
+		"/policies/{name}/keys/{key}/reset": "POST",
+	} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			fail(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed here (allowed: "+allow+")", "", "")
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fail(w, http.StatusNotFound, "no such endpoint", "", "")
+	})
 	return mux, nil
 }
 
