@@ -245,7 +245,7 @@ func (a *admin) body(w http.ResponseWriter, r *http.Request) (string, Policy, er
 	if err != nil {
 		return "", Policy{}, err
 	}
-	p, err := Decode(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+	p, err := decodeRequest(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
 	return who, p, err
 }
 

@@ -593,26 +593,61 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 // a field's error is a *FieldError. Other errors (malformed JSON) wrap
 // ErrInvalidPolicy.
 func Decode(r io.Reader) (Policy, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
 	var j jsonPolicy
-	if err := dec.Decode(&j); err != nil {
-		return Policy{}, decodeErr(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Policy{}, fmt.Errorf("%w: trailing data after the policy", ErrInvalidPolicy)
+	if err := decodeStrict(r, &j); err != nil {
+		return Policy{}, err
 	}
 	return fromJSON(j)
 }
 
+// requestPolicy is a policy as a request to the admin API carries it: its
+// audit fields, which the store sets, are taken as any JSON and dropped
+// (they are the outer fields of their names, so they shadow jsonPolicy's).
+type requestPolicy struct {
+	jsonPolicy
+	CreatedBy json.RawMessage `json:"created_by"`
+	CreatedAt json.RawMessage `json:"created_at"`
+	UpdatedBy json.RawMessage `json:"updated_by"`
+	UpdatedAt json.RawMessage `json:"updated_at"`
+}
+
+// decodeRequest is Decode for the body of a request: its audit fields
+// are ignored, whatever they hold.
+func decodeRequest(r io.Reader) (Policy, error) {
+	var j requestPolicy
+	if err := decodeStrict(r, &j); err != nil {
+		return Policy{}, err
+	}
+	return fromJSON(j.jsonPolicy)
+}
+
+// decodeStrict decodes into v the one JSON object r holds, refusing
+// unknown fields and trailing data.
+func decodeStrict(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return decodeErr(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: trailing data after the policy", ErrInvalidPolicy)
+	}
+	if raw[0] != '{' { // null, which would decode as an empty policy, or not an object
+		return fmt.Errorf("%w: a policy is a JSON object, got %.20s", ErrInvalidPolicy, raw)
+	}
+	inner := json.NewDecoder(bytes.NewReader(raw))
+	inner.DisallowUnknownFields()
+	return decodeErr(inner.Decode(v))
+}
+
 func decodeErr(err error) error {
+	if err == nil {
+		return nil
+	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		field := te.Field
-		if field == "" {
-			field = "(document)"
-		}
-		return &FieldError{Field: field, Value: te.Value, Reason: "is not a valid " + typeName(te.Type), err: err}
+		return &FieldError{Field: te.Field, Value: te.Value, Reason: "is not a valid " + typeName(te.Type), err: err}
 	}
 	var fe *FieldError
 	if errors.As(err, &fe) {

@@ -97,7 +97,9 @@ var badPolicies = []struct {
 	{"trailing", `{"name":"a","algorithm":"concurrency","concurrency":{"limit":1},"key":"ip","apps":["web"]} {}`, ""},
 	{"trailing brace", `{"name":"a","algorithm":"concurrency","concurrency":{"limit":1},"key":"ip","apps":["web"]}}`, ""},
 	{"trailing bracket", `{"name":"a","algorithm":"concurrency","concurrency":{"limit":1},"key":"ip","apps":["web"]} ]`, ""},
-	{"array", `[]`, "(document)"},
+	{"array", `[]`, ""},
+	{"null", `null`, ""},
+	{"number", `3`, ""},
 }
 
 func TestDecodeRefuses(t *testing.T) {
