@@ -58,8 +58,9 @@ func (e *RateLimitedError) GRPCStatus() *status.Status {
 
 // Client throttles outbound calls per target and method, and learns from
 // the server: a call that fails with codes.ResourceExhausted and a
-// google.rpc.RetryInfo detail (or "retry-after" metadata, in seconds)
-// pauses its key for that long, so the next calls wait here (or, with
+// google.rpc.RetryInfo detail or "retry-after" metadata (in seconds)
+// pauses its key for that long (the longer of the two when both are
+// given), so the next calls wait here (or, with
 // FailFast, are refused here) instead of reaching the server. A call not
 // sent returns a *RateLimitedError.
 //

@@ -7,8 +7,9 @@
 // google.rpc.RetryInfo detail (the time until the call could be granted)
 // and, in the response header metadata, "retry-after" in whole seconds,
 // rounded up. A client interceptor that receives such a refusal pauses
-// that target and method for the RetryInfo's delay (or retry-after), so
-// the next calls wait locally instead of reaching the server.
+// that target and method for the longer of the two (either when only one
+// is given), so the next calls wait locally instead of reaching the
+// server.
 //
 // Limiters are httplimit.Keyed: a *partitioned.Limiter[string] (one limit
 // per peer, per caller or per method), httplimit.Global of one limiter, or
