@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func TestRatesOfEveryMagnitude(t *testing.T) {
 	for _, tc := range []struct {
 		f    float64
 		want string
-	}{{1e20, "1.0e+20"}, {1000, "1000.0"}, {0.1, "0.1"}, {1.5e-9, "1.5e-09"}, {1e-9, "1.0e-09"}} {
+	}{{1e20, "1.0e+20"}, {1000, "1000.0"}, {0.1, "0.1"}, {1.5e-9, "1.5e-09"}, {1e-9, "1.0e-09"}, {math.Inf(1), "+Inf"}} {
 		if s := luaNumber(tc.f); s != tc.want {
 			t.Errorf("luaNumber(%g) = %q, want %q", tc.f, s, tc.want)
 		}

@@ -698,9 +698,13 @@ func (l *Limiter) lone(own []interface{}) evalCall {
 // luaNumber formats f for the scripts' tonumber: exactly (the shortest
 // form that reads back as f), and with a decimal point, without which
 // gopher-lua's tonumber (miniredis's) reads no exponent and no more than
-// 19 digits: "1e+20" is sent as "1.0e+20".
+// 19 digits: "1e+20" is sent as "1.0e+20". rate.Inf (which reaches a
+// script only in a reservation's cancel) is "+Inf", which strtod reads.
 func luaNumber(f float64) string {
 	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if math.IsInf(f, 0) {
+		return s
+	}
 	switch i := strings.IndexByte(s, 'e'); {
 	case strings.IndexByte(s, '.') >= 0:
 		return s
