@@ -534,7 +534,9 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 	}
 	l.serve(now)
 	var d ratelimit.Decision
-	if l.head == nil || l.conf().queue.Order == ratelimit.NewestFirst || p == 0 {
+	// Without a limit (rate.Inf) nothing waits behind the waiters queued
+	// before it, as in Acquire.
+	if l.head == nil || l.conf().queue.Order == ratelimit.NewestFirst || p == 0 || l.conf().capacity == leases.Unlimited {
 		if d = l.step(now, p); d.Granted {
 			return nil, l.lease(d, now, p), nil
 		}
@@ -1036,16 +1038,19 @@ func (l *limiter[S]) sync(now int64) {
 // have (with the window, or segment, in which now falls). Either way no
 // more is available after the change than the old configuration had, or
 // the new one allows. A token bucket of rate.Inf reads no state: the
-// bucket is kept as it was, debt included, and the next configuration goes
-// on from it.
+// bucket is kept as it was, and the next configuration starts full, less
+// the debt it still owes to reservations queued before (the kept state's
+// refill mode may not be the next one's: only its debt is read).
 func carry[S any](old, c *conf[S], s S, now int64) S {
 	if c.releaser != nil || c.capacity == leases.Unlimited {
 		return s
 	}
 	var used int64
 	switch {
-	case old.capacity == leases.Unlimited: // the bucket kept under rate.Inf, at the new rate
-		used = c.holder.Used(s, now)
+	case old.capacity == leases.Unlimited: // a full bucket, less the debt kept under rate.Inf
+		if used = old.holder.Used(s, now); used > 0 {
+			used += c.capacity
+		}
 	case c.reserver != nil:
 		// A token bucket keeps its tokens, clamped to the new burst (as
 		// x/time/rate's SetBurst), and its debt (queued reservations).

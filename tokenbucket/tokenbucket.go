@@ -192,10 +192,13 @@ func (m *Model) tokensAt(s State, now int64) State {
 
 // Used is the number of tokens missing from a full bucket at now (the
 // whole tokens it holds taken from Burst; more than Burst when the bucket
-// is in debt): a reconfigured limiter carries it over (see Holding).
+// is in debt): a reconfigured limiter carries it over (see Holding). For
+// rate.Inf, which grants without reading its state, it is only the debt
+// the bucket still owes to reservations made before (whole tokens,
+// rounded up): what a finite configuration after it must not give away.
 func (m *Model) Used(s State, now int64) int64 {
 	if m.inf {
-		return 0
+		return max(0, -int64(math.Floor(s.Tokens)))
 	}
 	return m.burst - int64(math.Floor(m.tokensAt(s, now).Tokens))
 }
