@@ -435,14 +435,20 @@ func (l *limiter[S]) acquireSlow(p int64) (ratelimit.Lease, error) {
 	}
 	if l.head != nil {
 		l.serve(now)
-		if l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst && p > 0 && l.conf().capacity != leases.Unlimited {
-			// A new request never overtakes a non-empty OldestFirst
-			// queue; without a limit (rate.Inf, the waiters queued
-			// before it) there is nothing to wait behind.
+		if l.behind(p) {
 			return l.refuse(l.behindQueue(now, p), p, ratelimit.ReasonLimit), nil
 		}
 	}
 	return l.take(now, p), nil
+}
+
+// behind reports whether a new request of p permits must wait behind the
+// queue: a new request never overtakes a non-empty OldestFirst queue,
+// except a status check (p == 0, which takes nothing) and, without a
+// limit (rate.Inf, the waiters queued before it), any request: there is
+// nothing to wait for. Requires l.mu.
+func (l *limiter[S]) behind(p int64) bool {
+	return l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst && p > 0 && l.conf().capacity != leases.Unlimited
 }
 
 // Wait takes permits, queueing when they are not available now. Wait(ctx,
@@ -534,9 +540,7 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 	}
 	l.serve(now)
 	var d ratelimit.Decision
-	// Without a limit (rate.Inf) nothing waits behind the waiters queued
-	// before it, as in Acquire.
-	if l.head == nil || l.conf().queue.Order == ratelimit.NewestFirst || p == 0 || l.conf().capacity == leases.Unlimited {
+	if !l.behind(p) {
 		if d = l.step(now, p); d.Granted {
 			return nil, l.lease(d, now, p), nil
 		}
