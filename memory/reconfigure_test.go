@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
@@ -238,4 +240,231 @@ func TestReconfigureUnderContention(t *testing.T) {
 	if len(perWindow) == 0 {
 		t.Fatal("no grant recorded")
 	}
+}
+
+// A cancelled Wait serves the queue under the configuration the limiter
+// last synced to, not the current one (Factory limiters sync lazily).
+func TestReconfigureThenCancelServesUnderNewConfig(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	f, err := memory.NewFactory(concurrency.Config{Limit: 10}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := f.New()
+	defer l.Close() // refuses w2
+	mustAcquire(t, l, 6)
+	ctx1, cancel1 := context.WithCancel(bg)
+	w1 := goWait(t, l, ctx1, 5, 5) // 4 free: waits
+	w2 := goWait(t, l, bg, 2, 7)   // behind w1 (OldestFirst)
+	if err := f.Reconfigure(concurrency.Config{Limit: 6}); err != nil {
+		t.Fatal(err)
+	}
+	cancel1()
+	<-w1
+	select {
+	case a := <-w2:
+		t.Errorf("w2 granted %v with 6 held and the limit now 6: 8 held (Stats %+v)", a.lease, l.Stats())
+	case <-time.After(100 * time.Millisecond): // still waits: right
+	}
+}
+
+// A token bucket in debt to a queued reservation keeps the debt on
+// Reconfigure: Burst 5 and 5s at 1/s allow 10 in 5s, reconfigured or not,
+// also through rate.Inf and back (rate.Inf reads no state: the bucket it
+// kept goes on under the next configuration). Meanwhile rate.Inf grants
+// everything, the reservation queued before it notwithstanding.
+func TestReconfigureKeepsDebt(t *testing.T) {
+	cfg := tokenbucket.Config{Rate: 1, Burst: 5}
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, l memory.Limiter)
+	}{
+		{"unchanged", func(*testing.T, memory.Limiter) {}},
+		{"queue bound", func(t *testing.T, l memory.Limiter) {
+			cfg2 := cfg
+			cfg2.Queue = ratelimit.Queue{Limit: 100} // only the queue bound changes
+			reconfigure(t, l, cfg2)
+		}},
+		{"through rate.Inf", func(t *testing.T, l memory.Limiter) {
+			reconfigure(t, l, tokenbucket.Config{Rate: rate.Inf, Burst: 5})
+			if g := mustAcquire(t, l, 3); !g.Acquired() || g.Limit() != -1 {
+				t.Errorf("Acquire under rate.Inf, a reservation queued: %v; want granted, no limit", g)
+			}
+			ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+			defer cancel()
+			if g, err := l.Wait(ctx, 5); err != nil || !g.Acquired() || g.Limit() != -1 {
+				t.Errorf("Wait under rate.Inf, a reservation queued: %v, %v; want granted at once, no limit", g, err)
+			}
+			reconfigure(t, l, cfg)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := ratelimittest.NewClock()
+			l := newLimiter(t, cfg, clock)
+			granted := 0
+			if mustAcquire(t, l, 5).Acquired() {
+				granted += 5
+			}
+			w := goWait(t, l, bg, 5, 5)
+			tc.change(t, l)
+			clock.Advance(5 * time.Second)
+			if a := <-w; a.lease.Acquired() {
+				granted += 5
+			}
+			if mustAcquire(t, l, 5).Acquired() {
+				granted += 5
+			}
+			if granted > 10 {
+				t.Errorf("over-admission: %d > 10", granted)
+			}
+		})
+	}
+}
+
+// An interval bucket in debt to a reservation, reconfigured to rate.Inf and
+// then to continuous refill, still owes that debt: the bucket kept under
+// rate.Inf is read for its debt only, not refilled under the next mode
+// from the interval's period start (which erased the debt).
+func TestReconfigureKeepsDebtThroughInfAcrossModes(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, tokenbucket.Config{Period: time.Minute, PerPeriod: 10, Burst: 10}, clock)
+	if g := mustAcquire(t, l, 10); !g.Acquired() {
+		t.Fatalf("Acquire(10) on a full bucket: %v", g)
+	}
+	due := time.Duration(time.Minute.Nanoseconds() - clock.Now().UnixNano()%time.Minute.Nanoseconds()) // the next refill
+	w := goWait(t, l, bg, 10, 10)
+	clock.Advance(due - 2*time.Second)
+	reconfigure(t, l, tokenbucket.Config{Rate: rate.Inf, Burst: 10})
+	reconfigure(t, l, tokenbucket.Config{Rate: 1, Burst: 10})
+	clock.Advance(2 * time.Second)
+	if a := <-w; !a.lease.Acquired() {
+		t.Fatalf("the reservation at its due instant: %v", a.lease)
+	}
+	if g := mustAcquire(t, l, 10); g.Acquired() {
+		t.Errorf("Acquire(10) right after the reservation: %v; want refused (the bucket owes 10, 2s of refill at 1/s came since)", g)
+	}
+}
+
+// A Factory's limiter checks permits against the capacity of the
+// configuration it last synced to, before syncing.
+func TestReconfigureFactoryCapacity(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	f, err := memory.NewFactory(fixedwindow.Config{Limit: 5, Window: time.Second}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := f.New()
+	if err := f.Reconfigure(fixedwindow.Config{Limit: 10, Window: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if lease, err := l.Acquire(bg, 8); err != nil || !lease.Acquired() {
+		t.Errorf("Acquire(8) after the limit rose to 10: %v, %v", lease, err)
+	}
+	g := f.New()
+	if lease, err := g.Wait(bg, 8); err != nil || !lease.Acquired() {
+		t.Errorf("Wait(8) after the limit rose to 10: %v, %v", lease, err)
+	}
+}
+
+// A waiter queued for more than the new capacity is never served and
+// blocks every later request.
+func TestReconfigureRefusesOversizedWaiter(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, fixedwindow.Config{Limit: 10, Window: time.Second}, clock)
+	mustAcquire(t, l, 10)
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	w := goWait(t, l, ctx, 8, 8)
+	reconfigure(t, l, fixedwindow.Config{Limit: 5, Window: time.Second})
+	for i := 0; i < 5; i++ {
+		clock.Advance(time.Second)
+	}
+	select {
+	case a := <-w:
+		if a.err != nil || a.lease.Acquired() || a.lease.Reason() != ratelimit.ReasonLimit {
+			t.Errorf("waiter of 8 after the limit fell to 5: %v, %v; want refused (ReasonLimit)", a.lease, a.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("waiter of 8 permits still queued 5 windows after the limit fell to 5")
+	}
+	if g := mustAcquire(t, l, 1); !g.Acquired() {
+		t.Errorf("Acquire(1) in a fresh window with limit 5 refused: %v (stats %+v)", g, l.Stats())
+	}
+}
+
+// A concurrency lease of more permits than the new limit cannot be refunded.
+func TestReconfigureConcurrencyRefundAfterShrink(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, concurrency.Config{Limit: 10}, clock)
+	g := mustAcquire(t, l, 8)
+	reconfigure(t, l, concurrency.Config{Limit: 4})
+	err := l.Refund(bg, g, 8)
+	reconfigure(t, l, concurrency.Config{Limit: 10})
+	if got := available(t, l); got != 10 {
+		t.Errorf("Refund(8) after the limit fell to 4: err %v; Available afterwards = %d, want 10 (8 permits leaked)", err, got)
+	}
+}
+
+// Weighted sliding window, and the same with a fixed window: Available is
+// floored at 0, so a count over a shrunk limit is lost on the next change.
+func TestReconfigureWeightedChain(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	for _, tc := range []struct {
+		name string
+		cfg  func(limit int) ratelimit.Config
+	}{
+		{"weighted sliding window", func(n int) ratelimit.Config { return slidingwindow.Config{Limit: n, Window: time.Hour} }},
+		{"fixed window", func(n int) ratelimit.Config { return fixedwindow.Config{Limit: n, Window: time.Hour} }},
+	} {
+		l := newLimiter(t, tc.cfg(10), clock)
+		mustAcquire(t, l, 8)
+		reconfigure(t, l, tc.cfg(5))
+		reconfigure(t, l, tc.cfg(7))
+		if got := available(t, l); got != 0 {
+			t.Errorf("%s, 8 used, limit 10 -> 5 -> 7: Available = %d, want 0", tc.name, got)
+		}
+	}
+}
+
+func TestReconfigureRaceStress(t *testing.T) {
+	f, _ := memory.NewFactory(concurrency.Config{Limit: 4})
+	tf, _ := memory.NewFactory(tokenbucket.Config{Rate: 1000, Burst: 4})
+	ls := []memory.Limiter{f.New(), f.New(), tf.New(), tf.New()}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			l := ls[g%4]
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(bg, time.Duration(i%3)*time.Millisecond)
+				lease, err := l.Wait(ctx, 1+i%3)
+				cancel()
+				if err == nil && lease.Acquired() {
+					if i%2 == 0 {
+						l.Refund(bg, lease, 1+i%3)
+					}
+					lease.Release()
+				}
+				l.Stats()
+				l.IdleFor()
+			}
+		}(g)
+	}
+	for i := 0; i < 300; i++ {
+		f.Reconfigure(concurrency.Config{Limit: 2 + i%5})
+		tf.Reconfigure(tokenbucket.Config{Rate: 1000, Burst: 2 + i%5})
+		if i%50 == 0 {
+			ls[2].Reset(bg)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	close(stop)
+	wg.Wait()
 }
