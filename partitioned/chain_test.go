@@ -2,13 +2,17 @@ package partitioned_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/partitioned"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
 // TestChainOfPartitionAndGlobalSpendsNothing: the README's per-IP limit
@@ -41,5 +45,120 @@ func TestChainOfPartitionAndGlobalSpendsNothing(t *testing.T) {
 	}
 	if g, _ := perIP.Acquire(ctx, "192.0.2.1", 3); !g.Acquired() {
 		t.Fatalf("the IP's 3 permits after 3 refused chain attempts: %v; the attempts spent them", g)
+	}
+}
+
+// refusing is a limiter that refuses everything, as an exhausted global
+// limit does, once told to (when proceed is not nil): it closes entered
+// and waits for proceed first.
+type refusing struct{ entered, proceed chan struct{} }
+
+func (r refusing) Acquire(context.Context, int) (ratelimit.Lease, error) {
+	if r.proceed != nil {
+		close(r.entered)
+		<-r.proceed
+	}
+	return ratelimit.Lease{}, nil
+}
+
+func (r refusing) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return r.Acquire(ctx, permits)
+}
+
+// TestChainGivesBackOverflowGrants: while MaxPartitions are busy, Overflow
+// serves a Chain's first member, For(key); when the next member refuses,
+// the grant goes back to Overflow. A concurrency permit kept there would
+// be lost for every later overflow request.
+func TestChainGivesBackOverflowGrants(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	f, err := memory.NewFactory(concurrency.Config{Limit: 1}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	overflow, err := memory.New(concurrency.Config{Limit: 1}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer overflow.Close()
+	l := newPartitioned(t, partitioned.Config[string]{Key: identity, New: f.ForKey, MaxPartitions: 1, Overflow: overflow, Clock: clock})
+	held, err := l.Acquire(bg, "a", 1) // a's partition is busy: the only place
+	if err != nil || !held.Acquired() {
+		t.Fatal(held, err)
+	}
+	defer held.Release()
+	chain := ratelimit.Chain(l.For("b"), refusing{})
+	for i := 0; i < 3; i++ {
+		if lease, err := chain.Acquire(bg, 1); err != nil || lease.Acquired() {
+			t.Fatalf("chain attempt %d: %v, %v; want refused", i, lease, err)
+		}
+	}
+	if st := overflow.Stats(); st.Available != 1 {
+		t.Fatalf("Overflow after refused chain attempts: %+v; want its permit back", st)
+	}
+	lease, err := l.Acquire(bg, "c", 1)
+	if err != nil || !lease.Acquired() {
+		t.Fatalf("a request served by Overflow: %v, %v", lease, err)
+	}
+	lease.Release()
+	if st := overflow.Stats(); st.Available != 1 {
+		t.Fatalf("Overflow after the release of its grant: %+v", st)
+	}
+}
+
+// TestOverflowRefundNeverCreditsAPartition: a Chain's refund of a grant
+// that Overflow made, when the key's partition was made in the meantime
+// from the same Factory (which cannot tell its limiters' grants apart),
+// goes to Overflow: the partition never grants more than its burst.
+func TestOverflowRefundNeverCreditsAPartition(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	tb, err := memory.NewFactory(tokenbucket.Config{Rate: 1.0 / 3600, Burst: 2}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := memory.NewFactory(concurrency.Config{Limit: 1}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	overflow := tb.New()
+	defer overflow.Close()
+	l := newPartitioned(t, partitioned.Config[string]{Key: identity, MaxPartitions: 1, Overflow: overflow, Clock: clock,
+		New: func(k string) (ratelimit.Limiter, error) {
+			if k == "a" {
+				return cc.New(), nil
+			}
+			return tb.New(), nil
+		}})
+	held, err := l.Acquire(bg, "a", 1)
+	if err != nil || !held.Acquired() {
+		t.Fatal(held, err)
+	}
+	gate := refusing{make(chan struct{}), make(chan struct{})}
+	chain := ratelimit.Chain(l.For("b"), gate)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if lease, err := chain.Acquire(bg, 1); err != nil || lease.Acquired() {
+			t.Errorf("chain: %v, %v; want refused", lease, err)
+		}
+	}()
+	<-gate.entered // Overflow granted b; the chain refuses once told
+	held.Release() // a is idle: b's partition can take its place
+	grants := 0
+	if g, _ := l.Acquire(bg, "b", 1); g.Acquired() {
+		grants++
+	}
+	close(gate.proceed)
+	wg.Wait()
+	for i := 0; i < 3; i++ {
+		if g, _ := l.Acquire(bg, "b", 1); g.Acquired() {
+			grants++
+		}
+	}
+	if grants != 2 {
+		t.Fatalf("b's partition (Burst 2, no time passed) granted %d; want 2", grants)
+	}
+	if st := overflow.Stats(); st.Available != 2 {
+		t.Fatalf("Overflow: %+v; want the refunded grant back", st)
 	}
 }

@@ -220,23 +220,64 @@ func (l *Limiter[R]) take(ctx context.Context, resource R, permits int, wait boo
 	if lim == nil {
 		return lease, err
 	}
-	defer p.done()
 	if wait {
-		return backend.WaitObserved(ctx, lim, permits, o)
+		lease, err = backend.WaitObserved(ctx, lim, permits, o)
+	} else {
+		lease, err = lim.Acquire(ctx, permits)
 	}
-	return lim.Acquire(ctx, permits)
+	if p == nil { // Overflow's
+		return fromOverflow(lease, permits), err
+	}
+	p.done()
+	return lease, err
 }
 
-// Refund takes back a grant of permits made by resource's partition (see
-// ratelimit.Refunder), when its limiter is a Refunder; it does nothing when
-// the partition is gone (evicted idle: the grant came back with time) or
-// its limiter cannot refund. It never creates a partition.
+// overflowGrant is the Releaser of a grant that the Overflow limiter made:
+// it keeps that limiter's own lease, so that Release releases it and
+// Refund gives it back to Overflow, never to a partition of the key. (The
+// key's partition, made since, could take it as its own: the limiters of
+// one memory.Factory cannot tell each other's grants apart.)
+type overflowGrant struct {
+	info  leases.Info
+	lease ratelimit.Lease
+}
+
+func (g *overflowGrant) Release(uint64) { g.lease.Release() }
+
+// fromOverflow returns lease, the Overflow limiter's answer to a request
+// of permits, as its caller gets it: a grant of permits is marked (see
+// overflowGrant, one allocation: Overflow serves only while MaxPartitions
+// are busy), with the same figures; anything else is returned as it is.
+func fromOverflow(lease ratelimit.Lease, permits int) ratelimit.Lease {
+	if !lease.Acquired() || permits == 0 {
+		return lease
+	}
+	g := &overflowGrant{lease: lease}
+	g.info = leases.GrantInfo(lease.Limit(), g)
+	return ratelimit.Lease(g.info.Grant(lease.Remaining(), lease.ResetAfter(), 0))
+}
+
+// Refund takes back lease, a grant of permits that Acquire or Wait made
+// for resource (see ratelimit.Refunder), as Chain does with the grants of
+// its members: it passes it to the limiter that made it (resource's
+// partition's, or Overflow's), which refunds it when it is a
+// ratelimit.Refunder and else releases it (what a grant holds, as a
+// concurrency permit, is given back; a rate limiter's grant stays spent).
+// It never creates a partition: when resource's partition is gone
+// (evicted idle), the lease is released, and what it took stays spent
+// until it comes back with time. With memory limiters an idle partition
+// has had it back already; a Redis handle is idle at once, so a refund
+// that comes after its eviction leaves the permits spent (stricter than
+// the limit, never looser).
 func (l *Limiter[R]) Refund(ctx context.Context, resource R, lease ratelimit.Lease, permits int) error {
 	if err := l.check(ctx, permits); err != nil {
 		return err
 	}
 	if l.closed.Load() {
 		return ratelimit.ErrClosed
+	}
+	if g, ok := leases.Lease(lease).Releaser().(*overflowGrant); ok {
+		return undo(ctx, l.cfg.Overflow, g.lease, permits)
 	}
 	key := l.cfg.Key(resource)
 	s, h := l.hash(key)
@@ -247,12 +288,20 @@ func (l *Limiter[R]) Refund(ctx context.Context, resource R, lease ratelimit.Lea
 	}
 	s.mu.RUnlock()
 	if p == nil {
+		lease.Release()
 		return nil
 	}
 	defer p.done()
-	if r, ok := p.limiter.(ratelimit.Refunder); ok {
+	return undo(ctx, p.limiter, lease, permits)
+}
+
+// undo gives back lease, a grant of permits that lim made: Refund when lim
+// is a ratelimit.Refunder, Release otherwise.
+func undo(ctx context.Context, lim ratelimit.Limiter, lease ratelimit.Lease, permits int) error {
+	if r, ok := lim.(ratelimit.Refunder); ok {
 		return r.Refund(ctx, lease, permits)
 	}
+	lease.Release()
 	return nil
 }
 
@@ -304,10 +353,7 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 		return nil, fmt.Errorf("%w %q: %w: Config.New returned a %T, which is not a ratelimit.Idler: its partition could never be evicted", ErrNoPartition, key, ratelimit.ErrInvalidConfig, lim)
 	}
 	applied := l.reconf.Load()
-	if err := reconfigureNew(lim, applied); err != nil {
-		l.discard(key, lim, nil)
-		return nil, fmt.Errorf("%w %q: %w", ErrNoPartition, key, err)
-	}
+	reconfigureNew(lim, applied)
 	var closed []closeError // of partitions evicted to make room, reported once unlocked
 	s.mu.Lock()
 	if l.closed.Load() {
@@ -343,12 +389,7 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 	if rc := l.reconf.Load(); rc != applied {
 		// A Reconfigure came while New ran; its sweep of this shard may
 		// have passed already.
-		if err := reconfigureNew(lim, rc); err != nil {
-			l.live.Add(-1)
-			s.mu.Unlock()
-			l.discard(key, lim, closed)
-			return nil, fmt.Errorf("%w %q: %w", ErrNoPartition, key, err)
-		}
+		reconfigureNew(lim, rc)
 	}
 	id := l.store.alloc()
 	p = l.store.at(id)
@@ -362,15 +403,24 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 }
 
 // reconfigureNew applies the last Reconfigure's config (rc, when not nil)
-// to lim, a limiter just made by Config.New, when it is a Reconfigurer.
-func reconfigureNew(lim ratelimit.Limiter, rc *ratelimit.Config) error {
-	if rc == nil {
-		return nil
+// to lim, a limiter just made by Config.New. A limiter that refuses it (of
+// another algorithm: New may pick a config per key) keeps the config New
+// gave it, as the live partitions that refused it did: its key is served
+// all the same.
+func reconfigureNew(lim ratelimit.Limiter, rc *ratelimit.Config) {
+	if rc != nil {
+		reconfigure(lim, *rc)
 	}
-	if r, ok := lim.(ratelimit.Reconfigurer); ok {
-		return r.Reconfigure(*rc)
+}
+
+// reconfigure applies cfg to lim when it is a ratelimit.Reconfigurer (ok);
+// err is its answer.
+func reconfigure(lim ratelimit.Limiter, cfg ratelimit.Config) (ok bool, err error) {
+	r, ok := lim.(ratelimit.Reconfigurer)
+	if !ok {
+		return false, nil
 	}
-	return nil
+	return true, r.Reconfigure(cfg)
 }
 
 // Reconfigure applies cfg to the limiter of every live partition that is a
@@ -379,11 +429,13 @@ func reconfigureNew(lim ratelimit.Limiter, rc *ratelimit.Config) error {
 // call: a policy's limit changes for every key at once (see
 // ratelimit.Reconfigurer for what each limiter carries over). An invalid
 // cfg, or one the partitions' limiters refuse (another algorithm: one live
-// partition, or a limiter New makes for the key "", is asked first), is an
-// error wrapping ratelimit.ErrInvalidConfig that changes nothing. Should
-// partitions of different configs refuse it (a New that picks a config per
-// key), their errors are joined, each naming its key, and the others are
-// reconfigured all the same. Calls are applied one at a time.
+// partition whose limiter is a Reconfigurer, or else a limiter New makes
+// for the key "", is asked first), is an error wrapping
+// ratelimit.ErrInvalidConfig that changes nothing. Should partitions of
+// different configs refuse it (a New that picks a config per key), their
+// errors are joined, each naming its key, and the others are reconfigured
+// all the same; the partitions that refuse it, live or made later, keep
+// the config New gave them. Calls are applied one at a time.
 func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
 	if l == nil || l.cfg.New == nil {
 		return fmt.Errorf("%w: partitioned: a Limiter must be made by New", ratelimit.ErrInvalidConfig)
@@ -412,7 +464,7 @@ func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
 				continue
 			}
 			p := l.store.at(uint32(v) - 1)
-			if err := reconfigureNew(p.limiter, &cfg); err != nil {
+			if _, err := reconfigure(p.limiter, cfg); err != nil {
 				errs = append(errs, fmt.Errorf("partitioned: partition %q: %w", p.key, err))
 			}
 		}
@@ -422,19 +474,22 @@ func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
 }
 
 // probe reports whether the partitions' limiters take cfg, before any
-// change: it reconfigures one live partition's limiter, or else a limiter
+// change: it reconfigures the limiter of one live partition that is a
+// Reconfigurer (NoLimit and Shared ones are not), or else a limiter
 // Config.New makes for the key "" (closed at once; when New refuses that
-// key, cfg cannot be checked and is taken). A cfg of another algorithm is
-// so refused even while no partition is live, rather than refusing every
-// partition made later.
+// key, or its limiter is not a Reconfigurer, cfg cannot be checked and is
+// taken). A cfg of another algorithm is so refused even while no
+// partition is live.
 func (l *Limiter[R]) probe(cfg ratelimit.Config) error {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.RLock()
 		for _, v := range s.slots {
-			if v != 0 {
-				p := l.store.at(uint32(v) - 1)
-				err := reconfigureNew(p.limiter, &cfg)
+			if v == 0 {
+				continue
+			}
+			p := l.store.at(uint32(v) - 1)
+			if ok, err := reconfigure(p.limiter, cfg); ok {
 				s.mu.RUnlock()
 				if err != nil {
 					return fmt.Errorf("partitioned: partition %q: %w", p.key, err)
@@ -448,7 +503,7 @@ func (l *Limiter[R]) probe(cfg ratelimit.Config) error {
 	if err != nil || check.IsNil(lim) {
 		return nil
 	}
-	err = reconfigureNew(lim, &cfg)
+	_, err = reconfigure(lim, cfg)
 	l.discard("", lim, nil)
 	return err
 }
