@@ -443,19 +443,29 @@ func describe(cfg ratelimit.Config) string {
 	return fmt.Sprintf("%T", cfg)
 }
 
+// configOf is the configuration a spec runs: its own, or its stored
+// policy's (nil when there is no such policy).
+func (d *demo) configOf(sp spec) ratelimit.Config {
+	if sp.cfg != nil {
+		return sp.cfg
+	}
+	if p, ok := d.reg.Policy(sp.policy); ok {
+		return p.Config
+	}
+	return nil
+}
+
 // makeSlot makes the limiter of a spec for session s.
 func (d *demo) makeSlot(s *session, name string, sp spec) (*slot, error) {
 	sl := &slot{spec: sp.canonical, label: sp.label}
+	_, sl.holds = d.configOf(sp).(concurrency.Config)
+	sl.window, sl.fixed = windowOf(d.configOf(sp))
 	if sp.cfg == nil {
 		pname, key := sp.policy, demoKey(sp.key)
 		sl.acquire = func(ctx context.Context) (ratelimit.Lease, error) {
 			return d.reg.Acquire(ctx, pname, key, demoApp, 1)
 		}
 		sl.close = func() error { return nil } // the registry owns the policy's limiters
-		if p, ok := d.reg.Policy(pname); ok {
-			_, sl.holds = p.Config.(concurrency.Config)
-			sl.window, sl.fixed = windowOf(p.Config)
-		}
 		return sl, nil
 	}
 	var lim interface {
@@ -474,8 +484,6 @@ func (d *demo) makeSlot(s *session, name string, sp spec) (*slot, error) {
 	}
 	sl.acquire = func(ctx context.Context) (ratelimit.Lease, error) { return lim.Acquire(ctx, 1) }
 	sl.close = lim.Close
-	_, sl.holds = sp.cfg.(concurrency.Config)
-	sl.window, sl.fixed = windowOf(sp.cfg)
 	return sl, nil
 }
 
@@ -521,6 +529,24 @@ func (d *demo) run(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	// The edge scenario needs a window: the fixed window's, else any.
+	// A run refused for it changes none of the session's limiters.
+	var window time.Duration
+	if req.Traffic.Mode == "edge" {
+		for _, sp := range specs {
+			if w, fixed := windowOf(d.configOf(sp)); w > 0 && (window == 0 || fixed) {
+				window = w
+			}
+		}
+		if window == 0 {
+			window = time.Second
+		}
+		if window > maxEdgeWindow {
+			d.fail(w, badField("traffic.mode", "edge", "the window-edge scenario needs a window of at most %v, not %v", maxEdgeWindow, window))
+			return
+		}
+	}
+
 	select {
 	case d.runs <- struct{}{}:
 		defer func() { <-d.runs }()
@@ -540,23 +566,6 @@ func (d *demo) run(w http.ResponseWriter, r *http.Request) {
 		s.lastUsed = time.Now()
 		s.mu.Unlock()
 	}()
-
-	// The edge scenario needs a window: the fixed window's, else any.
-	var window time.Duration
-	if req.Traffic.Mode == "edge" {
-		for _, sl := range slots {
-			if sl.window > 0 && (window == 0 || sl.fixed) {
-				window = sl.window
-			}
-		}
-		if window == 0 {
-			window = time.Second
-		}
-		if window > maxEdgeWindow {
-			d.fail(w, badField("traffic.mode", "edge", "the window-edge scenario needs a window of at most %v, not %v", maxEdgeWindow, window))
-			return
-		}
-	}
 	sched := schedule(req.Traffic, window, time.Now())
 
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -661,6 +670,8 @@ func (d *demo) claim(s *session, names []string, specs []spec) ([]*slot, error) 
 	if changed && s.running > 0 {
 		return nil, errBusy
 	}
+	// The new limiters are all made before any replaces the session's: a
+	// run that fails changes none.
 	out := make([]*slot, len(names))
 	for i, name := range names {
 		if sl := s.slots[name]; sl != nil && sl.spec == specs[i].canonical {
@@ -669,12 +680,20 @@ func (d *demo) claim(s *session, names []string, specs []spec) ([]*slot, error) 
 		}
 		sl, err := d.makeSlot(s, name, specs[i])
 		if err != nil {
+			for j := range i {
+				if out[j] != s.slots[names[j]] {
+					out[j].close()
+				}
+			}
 			return nil, err
 		}
-		if old := s.slots[name]; old != nil {
+		out[i] = sl
+	}
+	for i, name := range names {
+		if old := s.slots[name]; old != nil && old != out[i] {
 			old.close()
 		}
-		s.slots[name], out[i] = sl, sl
+		s.slots[name] = out[i]
 	}
 	if len(names) == 1 && s.slots["b"] != nil {
 		s.slots["b"].close()
