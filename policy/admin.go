@@ -201,6 +201,16 @@ func (a *admin) error(w http.ResponseWriter, err error) {
 	}
 }
 
+// writer returns who writes (actor), or ErrReadOnly when the store is a
+// FileStore: a write to it is refused before its request is read, since
+// nothing the request holds could change that answer.
+func (a *admin) writer(r *http.Request) (string, error) {
+	if _, ok := a.reg.Store().(*FileStore); ok {
+		return "", errFileReadOnly
+	}
+	return actor(r)
+}
+
 func actor(r *http.Request) (string, error) {
 	a := r.Header.Get("X-Actor")
 	if a == "" {
@@ -241,7 +251,7 @@ func (a *admin) get(w http.ResponseWriter, r *http.Request) {
 // body returns who writes (actor) and the request's policy, decoded within
 // MaxBodyBytes.
 func (a *admin) body(w http.ResponseWriter, r *http.Request) (string, Policy, error) {
-	who, err := actor(r)
+	who, err := a.writer(r)
 	if err != nil {
 		return "", Policy{}, err
 	}
@@ -301,7 +311,7 @@ func (a *admin) update(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *admin) delete(w http.ResponseWriter, r *http.Request) {
-	who, err := actor(r)
+	who, err := a.writer(r)
 	if err != nil {
 		a.error(w, err)
 		return

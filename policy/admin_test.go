@@ -243,6 +243,17 @@ func TestAdminReadOnlyStore(t *testing.T) {
 	if code, m := f.do("POST", "/policies", writeToken, strings.Replace(loginJSON, `"login"`, `"signup"`, 1)); code != 405 {
 		t.Fatalf("create on a file: %d %v", code, m)
 	}
+	// What the request holds cannot change the answer: an update without a
+	// version, a delete with a bad one, are refused as writes all the same.
+	for _, c := range []struct{ method, path, body string }{
+		{"PUT", "/policies/login", loginJSON},
+		{"DELETE", "/policies/login?version=undefined", ""},
+		{"DELETE", "/policies/login", ""},
+	} {
+		if code, m := f.do(c.method, c.path, writeToken, c.body); code != 405 {
+			t.Errorf("%s %s on a file: %d %v; want 405", c.method, c.path, code, m)
+		}
+	}
 	if _, err := NewAdmin(f.reg, AdminOptions{}); err == nil {
 		t.Fatal("an admin without a token")
 	}

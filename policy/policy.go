@@ -235,8 +235,9 @@ func quoteValue(v any) string {
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 func checkName(field, s string) error {
-	if s == "" || len(s) > MaxNameLen || !nameRE.MatchString(s) {
-		return fieldErr(field, s, fmt.Sprintf("must be 1 to %d letters, digits, '.', '_' or '-'", MaxNameLen))
+	if s == "" || len(s) > MaxNameLen || !nameRE.MatchString(s) || s == "." || s == ".." {
+		// "." and ".." would be path segments, not names, in a URL.
+		return fieldErr(field, s, fmt.Sprintf("must be 1 to %d letters, digits, '.', '_' or '-', and not . or ..", MaxNameLen))
 	}
 	return nil
 }
@@ -256,8 +257,8 @@ func checkText(field, s string, max int) error {
 // Validate reports the first invalid field of p as a *FieldError. The
 // configuration is checked by its algorithm's Validate, and more: a token
 // bucket's rate must be finite (rate.Inf is for code, not for a shared
-// policy), windows and periods whole microseconds (the Redis backend's
-// resolution).
+// policy), windows and periods whole microseconds, and so a sliding
+// window's segments (the Redis backend's resolution).
 func (p Policy) Validate() error {
 	if err := checkName("name", p.Name); err != nil {
 		return err
@@ -322,6 +323,9 @@ func validateConfig(alg string, cfg ratelimit.Config) error {
 		if d.v%time.Microsecond != 0 {
 			return fieldErr(alg+"."+d.name, d.v.String(), "must be a whole number of microseconds")
 		}
+	}
+	if sw, ok := cfg.(slidingwindow.Config); ok && sw.Segments > 0 && (sw.Window/time.Microsecond)%time.Duration(sw.Segments) != 0 {
+		return fieldErr(alg+".segments", sw.Segments, fmt.Sprintf("must split the window (%v) into segments of whole microseconds", sw.Window))
 	}
 	err := cfg.Validate()
 	if err == nil {

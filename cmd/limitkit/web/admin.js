@@ -206,7 +206,7 @@ async function remove(p, button) {
     return;
   }
   try {
-    await api('DELETE', `/policies/${encodeURIComponent(p.name)}?version=${p.version}`);
+    await api('DELETE', `/policies/${encodeURIComponent(p.name)}` + (p.version ? `?version=${p.version}` : ''));
     notice(`Deleted ${p.name}.`);
     await refresh();
   } catch (err) {
