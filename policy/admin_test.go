@@ -258,3 +258,26 @@ func TestAdminReadOnlyStore(t *testing.T) {
 		t.Fatal("an admin without a token")
 	}
 }
+
+// TestAdminRefusesBadPolicies: the admin API refuses every document Decode
+// refuses, naming the same field (as the JSON names it, never a Go
+// type's), and stores nothing.
+func TestAdminRefusesBadPolicies(t *testing.T) {
+	f := newAdmin(t, NewMemoryStore())
+	for _, c := range badPolicies {
+		code, m := f.do("POST", "/policies", writeToken, c.body)
+		if code != 400 {
+			t.Errorf("%s: %d %v; want 400", c.name, code, m)
+			continue
+		}
+		if field, _ := m["field"].(string); c.field != "" && field != c.field {
+			t.Errorf("%s: field %q (%v); want %q", c.name, field, m["error"], c.field)
+		}
+		if msg, _ := m["error"].(string); strings.Contains(msg, "jsonPolicy") || strings.Contains(msg, "policy.json") {
+			t.Errorf("%s: %q names a Go type", c.name, msg)
+		}
+	}
+	if ps, err := f.reg.Store().List(context.Background()); err != nil || len(ps) != 0 {
+		t.Fatalf("after refused documents the store holds %v, %v", ps, err)
+	}
+}

@@ -384,6 +384,12 @@ func typeName(t reflect.Type) string {
 		return "integer (64-bit)"
 	case t.Kind() == reflect.String:
 		return "string"
+	case t.Kind() == reflect.Pointer:
+		return typeName(t.Elem())
+	case t.Kind() == reflect.Slice:
+		return "JSON array of " + typeName(t.Elem()) + "s"
+	case t.Kind() == reflect.Struct:
+		return "JSON object"
 	}
 	return t.String()
 }
@@ -651,7 +657,13 @@ func decodeErr(err error) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return &FieldError{Field: te.Field, Value: te.Value, Reason: "is not a valid " + typeName(te.Type), err: err}
+		// A field of requestPolicy's is named through the struct it embeds;
+		// the whole document has no name, or "(document)".
+		field := strings.TrimPrefix(te.Field, "jsonPolicy.")
+		if field == "" {
+			field = "(document)"
+		}
+		return &FieldError{Field: field, Value: te.Value, Reason: "is not a valid " + typeName(te.Type), err: err}
 	}
 	var fe *FieldError
 	if errors.As(err, &fe) {
