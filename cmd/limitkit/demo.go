@@ -219,7 +219,11 @@ type fieldError struct{ field, value, msg string }
 func (e *fieldError) Error() string { return e.msg }
 
 func badField(field string, value any, format string, args ...any) *fieldError {
-	return &fieldError{field: field, value: fmt.Sprint(value), msg: field + ": " + fmt.Sprintf(format, args...)}
+	msg := fmt.Sprintf(format, args...)
+	if field != "" {
+		msg = field + ": " + msg
+	}
+	return &fieldError{field: field, value: fmt.Sprint(value), msg: msg}
 }
 
 func (t *traffic) validate() error {
@@ -264,14 +268,18 @@ func decodeRun(r *http.Request) (runRequest, error) {
 		case errors.As(err, &mb):
 			return req, err
 		case errors.As(err, &te):
-			return req, badField(te.Field, te.Value, "must be %s, not a JSON %s", jsonKind(te.Type), te.Value)
+			got := "a JSON " + te.Value // encoding/json's Value is the JSON kind
+			if te.Type == durationType {
+				got = te.Value // policy.Duration's is the value
+			}
+			return req, badField(te.Field, te.Value, "must be %s, not %s", jsonKind(te.Type), got)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return req, badField(name, "", "unknown field")
 		}
 		return req, badField("", "", "malformed JSON: %v", err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return req, badField("", "", "trailing data after the JSON object")
 	}
 	if req.Session == "" {
@@ -769,7 +777,12 @@ func schedule(t traffic, window time.Duration, now time.Time) plan {
 }
 
 // jsonKind names what a Go type takes in JSON.
+var durationType = reflect.TypeOf(time.Duration(0))
+
 func jsonKind(t reflect.Type) string {
+	if t == durationType {
+		return `a duration string such as "1.5s"`
+	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return "an integer"
@@ -777,6 +790,10 @@ func jsonKind(t reflect.Type) string {
 		return "a number"
 	case reflect.String:
 		return "a string"
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	case reflect.Slice, reflect.Array:
+		return "a JSON array"
 	}
 	return "a JSON " + t.Kind().String()
 }

@@ -405,6 +405,11 @@ func TestDemoValidation(t *testing.T) {
 		{"steady too long", body(fw, `{"mode":"steady","rate":10,"seconds":3600}`), 400, "traffic.seconds"},
 		{"steady of nothing", body(fw, `{"mode":"steady","rate":1,"seconds":0.5}`), 400, "traffic.seconds"},
 		{"hold too long", body(fw, `{"mode":"one","hold":"1h"}`), 400, "traffic.hold"},
+		{"hold not a duration: a number", body(fw, `{"mode":"one","hold":5}`), 400, "traffic.hold"},
+		{"hold not a duration: a word", body(fw, `{"mode":"one","hold":"abc"}`), 400, "traffic.hold"},
+		{"trailing brace", body(fw, burst) + `}`, 400, ""},
+		{"empty body", ``, 400, ""},
+		{"an array", `[]`, 400, ""},
 		{"edge of a long window", body(`{"algorithm":"fixedwindow","fixedwindow":{"limit":10,"window":"1m"}}`, `{"mode":"edge","n":5}`), 400, "traffic.mode"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -415,6 +420,9 @@ func TestDemoValidation(t *testing.T) {
 			e := decodeBody[apiError](t, res)
 			if e.Field != c.field || e.Error == "" {
 				t.Errorf("error %+v, want the field %q named", e, c.field)
+			}
+			if strings.HasPrefix(e.Error, ":") || strings.Contains(e.Error, "struct") || strings.HasPrefix(c.name, "hold not") && !strings.Contains(e.Error, "duration") {
+				t.Errorf("error %q: not the user's words", e.Error)
 			}
 		})
 	}
