@@ -281,9 +281,13 @@ func newPolicy(p Policy, defaultKey KeyFunc) (policy, error) {
 		return policy{}, fmt.Errorf("%w: httplimit: policy %q: Window must not be negative, got %v", ratelimit.ErrInvalidConfig, p.Name, p.Window)
 	}
 	if p.Config != nil {
+		if check.IsNil(p.Config) {
+			return policy{}, fmt.Errorf("%w: httplimit: policy %q: Config is a nil %T", ratelimit.ErrInvalidConfig, p.Name, p.Config)
+		}
 		if err := p.Config.Validate(); err != nil {
 			return policy{}, fmt.Errorf("httplimit: policy %q: %w", p.Name, err)
 		}
+		p.Config = check.Value(p.Config) // the fields are read off the value types
 	}
 	if p.Key == nil {
 		p.Key = defaultKey

@@ -80,11 +80,19 @@ func serve(h http.Handler, remote string, hdr http.Header) *httptest.ResponseRec
 	return w
 }
 
+// TestMiddlewareHeaders: the fields of a fixed window, given as a value or
+// as a pointer (which every backend takes too).
 func TestMiddlewareHeaders(t *testing.T) {
+	for _, cfg := range []ratelimit.Config{fixedwindow.Config{Limit: 3, Window: time.Minute}, &fixedwindow.Config{Limit: 3, Window: time.Minute}} {
+		t.Run(fmt.Sprintf("%T", cfg), func(t *testing.T) { testMiddlewareHeaders(t, cfg) })
+	}
+}
+
+func testMiddlewareHeaders(t *testing.T, cfg ratelimit.Config) {
 	clock := ratelimittest.NewClock()
 	clock.Advance(40 * time.Second) // a whole minute: the window ends in 60s
-	h := middleware(t, perKey(t, fixedwindow.Config{Limit: 3, Window: time.Minute}, clock),
-		httplimit.Options{Config: fixedwindow.Config{Limit: 3, Window: time.Minute}, Clock: clock, Policy: "per-ip", LegacyHeaders: true}, ok)
+	h := middleware(t, perKey(t, cfg, clock),
+		httplimit.Options{Config: cfg, Clock: clock, Policy: "per-ip", LegacyHeaders: true}, ok)
 	for i, want := range []string{`"per-ip";r=2;t=60`, `"per-ip";r=1;t=60`, `"per-ip";r=0;t=60`} {
 		w := serve(h, "192.0.2.1:1234", nil)
 		if w.Code != 200 || w.Header().Get("RateLimit") != want || w.Header().Get("RateLimit-Policy") != `"per-ip";q=3;w=60` {
