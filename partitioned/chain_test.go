@@ -162,3 +162,32 @@ func TestOverflowRefundNeverCreditsAPartition(t *testing.T) {
 		t.Fatalf("Overflow: %+v; want the refunded grant back", st)
 	}
 }
+
+// TestOverflowGrantGoesToItsOwner: a partitioned limiter whose partitions
+// are For of another passes that one's Overflow grants back to it, never
+// to its own Overflow (made by the same Factory, which would take them).
+func TestOverflowGrantGoesToItsOwner(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	tb, err := memory.NewFactory(tokenbucket.Config{Rate: 1.0 / 3600, Burst: 1}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	innerOverflow, outerOverflow := tb.New(), tb.New()
+	defer innerOverflow.Close()
+	defer outerOverflow.Close()
+	inner := newPartitioned(t, partitioned.Config[string]{Key: identity, New: tb.ForKey, MaxPartitions: 1, Overflow: innerOverflow, Clock: clock})
+	outer := newPartitioned(t, partitioned.Config[string]{Key: identity, Overflow: outerOverflow, Clock: clock,
+		New: func(k string) (ratelimit.Limiter, error) { return inner.For(k), nil }})
+	if g, _ := inner.Acquire(bg, "a", 1); !g.Acquired() { // a, spent, holds inner's only place
+		t.Fatal(g)
+	}
+	if g, _ := outerOverflow.Acquire(bg, 1); !g.Acquired() {
+		t.Fatal(g)
+	}
+	if lease, err := ratelimit.Chain(outer.For("b"), refusing{}).Acquire(bg, 1); err != nil || lease.Acquired() {
+		t.Fatalf("chain: %v, %v; want refused", lease, err)
+	}
+	if in, out := innerOverflow.Stats(), outerOverflow.Stats(); in.Available != 1 || out.Available != 0 {
+		t.Fatalf("after the refund: inner Overflow %+v, outer %+v; want the grant back in the inner one only", in, out)
+	}
+}

@@ -226,7 +226,7 @@ func (l *Limiter[R]) take(ctx context.Context, resource R, permits int, wait boo
 		lease, err = lim.Acquire(ctx, permits)
 	}
 	if p == nil { // Overflow's
-		return fromOverflow(lease, permits), err
+		return l.fromOverflow(lease, permits), err
 	}
 	p.done()
 	return lease, err
@@ -237,22 +237,23 @@ func (l *Limiter[R]) take(ctx context.Context, resource R, permits int, wait boo
 // Refund gives it back to Overflow, never to a partition of the key. (The
 // key's partition, made since, could take it as its own: the limiters of
 // one memory.Factory cannot tell each other's grants apart.)
-type overflowGrant struct {
+type overflowGrant[R any] struct {
 	info  leases.Info
+	owner *Limiter[R] // whose Overflow made it
 	lease ratelimit.Lease
 }
 
-func (g *overflowGrant) Release(uint64) { g.lease.Release() }
+func (g *overflowGrant[R]) Release(uint64) { g.lease.Release() }
 
 // fromOverflow returns lease, the Overflow limiter's answer to a request
 // of permits, as its caller gets it: a grant of permits is marked (see
 // overflowGrant, one allocation: Overflow serves only while MaxPartitions
 // are busy), with the same figures; anything else is returned as it is.
-func fromOverflow(lease ratelimit.Lease, permits int) ratelimit.Lease {
+func (l *Limiter[R]) fromOverflow(lease ratelimit.Lease, permits int) ratelimit.Lease {
 	if !lease.Acquired() || permits == 0 {
 		return lease
 	}
-	g := &overflowGrant{lease: lease}
+	g := &overflowGrant[R]{owner: l, lease: lease}
 	g.info = leases.GrantInfo(lease.Limit(), g)
 	return ratelimit.Lease(g.info.Grant(lease.Remaining(), lease.ResetAfter(), 0))
 }
@@ -276,7 +277,7 @@ func (l *Limiter[R]) Refund(ctx context.Context, resource R, lease ratelimit.Lea
 	if l.closed.Load() {
 		return ratelimit.ErrClosed
 	}
-	if g, ok := leases.Lease(lease).Releaser().(*overflowGrant); ok {
+	if g, ok := leases.Lease(lease).Releaser().(*overflowGrant[R]); ok && g.owner == l {
 		return undo(ctx, l.cfg.Overflow, g.lease, permits)
 	}
 	key := l.cfg.Key(resource)
@@ -434,8 +435,11 @@ func reconfigure(lim ratelimit.Limiter, cfg ratelimit.Config) (ok bool, err erro
 // ratelimit.ErrInvalidConfig that changes nothing. Should partitions of
 // different configs refuse it (a New that picks a config per key), their
 // errors are joined, each naming its key, and the others are reconfigured
-// all the same; the partitions that refuse it, live or made later, keep
-// the config New gave them. Calls are applied one at a time.
+// all the same. A live partition that refuses it keeps its config; one
+// made later that refuses it gets the config New gives it (so, for such
+// a key, the one exception to eviction changing no decision: a
+// partition evicted and made again may not have the config an earlier
+// Reconfigure gave it). Calls are applied one at a time.
 func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
 	if l == nil || l.cfg.New == nil {
 		return fmt.Errorf("%w: partitioned: a Limiter must be made by New", ratelimit.ErrInvalidConfig)
