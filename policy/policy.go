@@ -120,7 +120,7 @@ const Global = "global"
 
 // Bounds on a policy's strings.
 const (
-	MaxNameLen  = 128  // Name: letters, digits, '.', '_', '-'
+	MaxNameLen  = 128  // Name: letters, digits, '.', '_', '-'; not . or ..
 	MaxKeyLen   = 1024 // a key passed to the registry, in bytes
 	MaxApps     = 256  // entries in Apps
 	MaxActorLen = 128  // CreatedBy, UpdatedBy
@@ -142,7 +142,7 @@ const (
 // and Apps are required.
 type Policy struct {
 	// Name identifies the policy: 1 to MaxNameLen letters, digits, '.', '_'
-	// or '-' (it appears in URLs and Redis keys).
+	// or '-', and not . or .. (it appears in URLs and Redis keys).
 	Name string
 	// Config is the algorithm's configuration: a tokenbucket.Config,
 	// fixedwindow.Config, slidingwindow.Config, slidinglog.Config or
@@ -324,11 +324,11 @@ func validateConfig(alg string, cfg ratelimit.Config) error {
 			return fieldErr(alg+"."+d.name, d.v.String(), "must be a whole number of microseconds")
 		}
 	}
-	if sw, ok := cfg.(slidingwindow.Config); ok && sw.Segments > 0 && (sw.Window/time.Microsecond)%time.Duration(sw.Segments) != 0 {
-		return fieldErr(alg+".segments", sw.Segments, fmt.Sprintf("must split the window (%v) into segments of whole microseconds", sw.Window))
-	}
 	err := cfg.Validate()
 	if err == nil {
+		if sw, ok := cfg.(slidingwindow.Config); ok && sw.Segments > 0 && (sw.Window/time.Microsecond)%time.Duration(sw.Segments) != 0 {
+			return fieldErr(alg+".segments", sw.Segments, fmt.Sprintf("must split the window (%v) into segments of whole microseconds", sw.Window))
+		}
 		return nil
 	}
 	// Name the field the algorithm's error names, in JSON, with its value.
