@@ -263,7 +263,8 @@ type policy struct {
 // RateLimit-Policy item (0: omitted).
 func (p *policy) figures() (ratelimit.Config, time.Duration) {
 	if p.live != nil {
-		if c := p.live.Config(); c != nil {
+		if c := p.live.Config(); !check.IsNil(c) {
+			c = check.Value(c)
 			return c, policyWindow(c, p.window)
 		}
 	}
