@@ -776,9 +776,10 @@ func schedule(t traffic, window time.Duration, now time.Time) plan {
 	return p
 }
 
-// jsonKind names what a Go type takes in JSON.
+// durationType is the type of policy.Duration's type errors.
 var durationType = reflect.TypeOf(time.Duration(0))
 
+// jsonKind names what a Go type takes in JSON.
 func jsonKind(t reflect.Type) string {
 	if t == durationType {
 		return `a duration string such as "1.5s"`
