@@ -460,21 +460,29 @@ func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
 	}
 	l.reconf.Store(&cfg)
 	var errs []error
+	l.each(func(p *partition) bool {
+		if _, err := reconfigure(p.limiter, cfg); err != nil {
+			errs = append(errs, fmt.Errorf("partitioned: partition %q: %w", p.key, err))
+		}
+		return true
+	})
+	return errors.Join(errs...)
+}
+
+// each calls f with every live partition, under its shard's read lock,
+// until f returns false.
+func (l *Limiter[R]) each(f func(p *partition) bool) {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.RLock()
 		for _, v := range s.slots {
-			if v == 0 {
-				continue
-			}
-			p := l.store.at(uint32(v) - 1)
-			if _, err := reconfigure(p.limiter, cfg); err != nil {
-				errs = append(errs, fmt.Errorf("partitioned: partition %q: %w", p.key, err))
+			if v != 0 && !f(l.store.at(uint32(v)-1)) {
+				s.mu.RUnlock()
+				return
 			}
 		}
 		s.mu.RUnlock()
 	}
-	return errors.Join(errs...)
 }
 
 // probe reports whether the partitions' limiters take cfg, before any
@@ -485,23 +493,18 @@ func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
 // taken). A cfg of another algorithm is so refused even while no
 // partition is live.
 func (l *Limiter[R]) probe(cfg ratelimit.Config) error {
-	for i := range l.shards {
-		s := &l.shards[i]
-		s.mu.RLock()
-		for _, v := range s.slots {
-			if v == 0 {
-				continue
-			}
-			p := l.store.at(uint32(v) - 1)
-			if ok, err := reconfigure(p.limiter, cfg); ok {
-				s.mu.RUnlock()
-				if err != nil {
-					return fmt.Errorf("partitioned: partition %q: %w", p.key, err)
-				}
-				return nil
+	asked, err := false, error(nil)
+	l.each(func(p *partition) bool {
+		if ok, rerr := reconfigure(p.limiter, cfg); ok {
+			asked = true
+			if rerr != nil {
+				err = fmt.Errorf("partitioned: partition %q: %w", p.key, rerr)
 			}
 		}
-		s.mu.RUnlock()
+		return !asked
+	})
+	if asked {
+		return err
 	}
 	lim, err := l.cfg.New("")
 	if err != nil || check.IsNil(lim) {
