@@ -1,0 +1,54 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
+	"github.com/limitkit/ratelimit/internal/leases"
+)
+
+// FailurePolicy says what a limiter answers when Redis cannot decide
+// (network error, timeout, server down).
+type FailurePolicy uint8
+
+const (
+	FailError  FailurePolicy = iota // return an error wrapping ErrUnavailable (default)
+	FailOpen                        // grant the request, with no limit applied: the lease's Limit and Remaining are -1
+	FailClosed                      // refuse it, with ReasonUnavailable
+)
+
+// failedOpen is the Infos of FailOpen's answers: grants made with no limit
+// applied, whose figures (-1) say so, so that a client told of them (the
+// RateLimit header fields httplimit writes) is not asked to slow down
+// while Redis fails.
+var failedOpen = leases.MakeInfos(-1)
+
+// failed tells WithOnFailure's function of a failed call.
+func (l *Limiter) failed(err error) {
+	if l.o.onFailure != nil {
+		l.o.onFailure(err)
+	}
+}
+
+// fail applies the failure policy to a Redis error.
+func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.Limiter) (ratelimit.Lease, error)) (ratelimit.Lease, error) {
+	if ctx.Err() != nil {
+		return ratelimit.Lease{}, ctx.Err()
+	}
+	l.failed(err)
+	if l.o.fallback != nil {
+		return fallback(l.o.fallback)
+	}
+	switch l.o.policy {
+	case FailOpen:
+		// No limit was applied, and nothing was taken: no figures, nothing
+		// to refund or release.
+		return backend.Lease(&failedOpen, ratelimit.Decision{Granted: true, Remaining: -1, RetryAfter: -1}, ratelimit.ReasonNone, 0), nil
+	case FailClosed:
+		return backend.Lease(&l.params().infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonUnavailable, 0), nil
+	}
+	return ratelimit.Lease{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+}

@@ -1,0 +1,267 @@
+package redis
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+var (
+	//go:embed prelude.lua
+	prelude string
+	//go:embed tokenbucket.lua
+	tokenBucketLua string
+	//go:embed fixedwindow.lua
+	fixedWindowLua string
+	//go:embed log.lua
+	logLua string
+	//go:embed slidingwindow.lua
+	slidingWindowLua string
+	//go:embed slidinglog.lua
+	slidingLogLua string
+	//go:embed concurrency.lua
+	concurrencyLua string
+
+	//go:embed batch.lua
+	batchLua string
+
+	tokenBucketScript   = script(tokenBucketLua)
+	fixedWindowScript   = script(fixedWindowLua)
+	slidingWindowScript = script(logLua + slidingWindowLua)
+	slidingLogScript    = script(logLua + slidingLogLua)
+	concurrencyScript   = script(concurrencyLua)
+)
+
+// script composes an algorithm's script: the prelude, the algorithm, which
+// defines decide(K, ARGV) for one decision on the keys K, and batch.lua, which calls it once
+// or for each decision of a batch (see coalesce.go).
+func script(algorithm string) *luaScript {
+	src := prelude + algorithm + batchLua
+	h := sha1.Sum([]byte(src))
+	return &luaScript{src: src, hash: hex.EncodeToString(h[:])}
+}
+
+// A luaScript is called by its SHA1 digest (EVALSHA), and with its source
+// (EVAL, which loads it) when the server lacks it.
+type luaScript struct{ src, hash string }
+
+// call starts a call of s on keys: the command EVALSHA, the digest and the
+// keys, with room for argc arguments (ARGV) to be appended. The command is
+// built whole here, where go-redis's EvalSha would copy the arguments into
+// a command of its own: a decision allocated 750 bytes at 64 goroutines on
+// one key, 653 so (BenchmarkRedisKeys in the bench module, B/decision).
+func (s *luaScript) call(keys []string, argc int) evalCall {
+	cmd := make([]interface{}, 0, 3+len(keys)+argc)
+	cmd = append(cmd, "evalsha", s.hash, len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return evalCall{script: s, cmd: cmd}
+}
+
+// The script protocol, in one place. A call's ARGV is now (empty: the
+// server's TIME), permits, an op, the algorithm's parameters (see
+// NewFactory), then the op's arguments; every script replies with the five
+// numbers of reply. Ops: opAcquire (every algorithm; permits 0 is a status
+// check; concurrency: the holder's name), opWait (token bucket: acquire or
+// reserve; the most us the caller can wait, -1 for no bound), opCancel
+// (token bucket: give back a cancelled reservation), opRefund (rate
+// algorithms: take back a grant; its instant), opRelease and opRenew
+// (concurrency: the holder's name). A refused reservation's extra is
+// refusedQueueFull or refusedDeadline.
+const (
+	opAcquire = "a"
+	opWait    = "w"
+	opCancel  = "f"
+	opRefund  = "u"
+	opRelease = "r"
+	opRenew   = "n"
+
+	refusedQueueFull = 2
+	refusedDeadline  = 3
+)
+
+// reply is what every script returns. Durations travel in microseconds.
+type reply struct {
+	granted    bool
+	remaining  int64
+	retryAfter time.Duration // negative: unknown; for a reservation, its wait
+	resetAfter time.Duration
+	// extra: for a grant of a rate algorithm, the instant (us) it was
+	// counted at (a reservation's: its due instant); for a token-bucket
+	// Wait refused, 2 (queue full) or 3 (deadline); for concurrency, the
+	// result of a release or renewal.
+	extra int64
+}
+
+// localNow is this process's time: for IdleFor and sleeping, never for decisions.
+func (l *Limiter) localNow() time.Time {
+	if l.o.clock != nil {
+		return l.o.clock.Now()
+	}
+	return time.Now()
+}
+
+// call runs the script once at the local instant local (read by the caller,
+// which may need it too): ARGV is now, permits, op, params, extra.
+func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits int64, extra ...interface{}) (reply, error) {
+	l.used.Store(local.UnixNano())
+	own := l.own(local, op, permits, extra)
+	var v []interface{}
+	var err error
+	if l.pipe != nil {
+		start := local // the call's start on the system clock, which bounds it
+		if l.o.clock != nil {
+			start = time.Now()
+		}
+		v, err = l.pipe.do(ctx, l, own, start) // bounds the call by the timeout itself
+	} else {
+		ctx, cancel := l.bound(ctx)
+		defer cancel()
+		v, err = l.run(ctx, l.lone(own), nil)
+	}
+	if err != nil {
+		return reply{}, err
+	}
+	return parseReply(v)
+}
+
+// bound returns ctx bounded by the limiter's timeout (see WithTimeout).
+func (l *Limiter) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.o.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.o.timeout)
+}
+
+type result struct {
+	v   []interface{}
+	err error
+}
+
+// run makes one script call on ctx and returns its answer, or ctx's error
+// once ctx ends, whatever the client's options. When the client bounds a
+// call by its ctx's deadline (see honoursDeadlines) and ctx has one, or
+// when ctx can never end, the call runs on the caller's goroutine: a
+// cancellation is then seen before the call leaves and when its answer
+// arrives, and the deadline bounds the wait. Otherwise it runs in a
+// goroutine the caller does not wait on past ctx, which finishes on its own
+// when the server answers or the client's own timeouts fire; that costs a
+// goroutine switch per call (BenchmarkRedisLone in the bench module). then
+// (nil: nothing) runs once: when the call is answered, before the answer is
+// handed over, or when the caller stops waiting, if that comes first (a
+// stalled call holds nothing of the pipe's).
+func (l *Limiter) run(ctx context.Context, call evalCall, then func()) ([]interface{}, error) {
+	_, deadline := ctx.Deadline()
+	if ctx.Done() == nil || (l.direct && deadline) {
+		v, err := call.run(ctx, l.client).Slice()
+		if then != nil {
+			then()
+		}
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err() // the deadline, whatever error the socket's gave
+		}
+		return v, err
+	}
+	if then != nil {
+		then = sync.OnceFunc(then) // the call's goroutine and the caller may both run it
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := call.run(ctx, l.client).Slice()
+		if then != nil {
+			then()
+		}
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		if then != nil {
+			then() // a stalled call holds nothing of the pipe's
+		}
+		select {
+		case r := <-ch: // answered meanwhile: the answer beats the ctx error
+			return r.v, r.err
+		default:
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// own is a decision's own script arguments: its head, now (empty: the
+// server's TIME; the local instant with WithClock), permits and op, then
+// extra. A batch sends them with the parameters of the decisions'
+// Factory once (see group); lone makes a call of one decision of them.
+func (l *Limiter) own(local time.Time, op string, permits int64, extra []interface{}) []interface{} {
+	now := ""
+	if l.o.clock != nil {
+		now = strconv.FormatInt(local.UnixMicro(), 10)
+	}
+	return append(append(make([]interface{}, 0, headLen+len(extra)), now, permits, op), extra...)
+}
+
+// lone is the script call of one decision of the limiter, whose own
+// arguments are own: ARGV is its head, the parameters, then its extra
+// arguments.
+func (l *Limiter) lone(own []interface{}) evalCall {
+	pa := l.params().args
+	c := l.script.call(l.keys, len(own)+len(pa))
+	c.cmd = append(append(append(c.cmd, own[:headLen]...), pa...), own[headLen:]...)
+	return c
+}
+
+// luaNumber formats f for the scripts' tonumber: exactly (the shortest
+// form that reads back as f), and with a decimal point, without which
+// gopher-lua's tonumber (miniredis's) reads no exponent and no more than
+// 19 digits: "1e+20" is sent as "1.0e+20". rate.Inf (which reaches a
+// script only in a reservation's cancel) is "+Inf", which strtod reads.
+func luaNumber(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if math.IsInf(f, 0) {
+		return s
+	}
+	switch i := strings.IndexByte(s, 'e'); {
+	case strings.IndexByte(s, '.') >= 0:
+		return s
+	case i >= 0:
+		return s[:i] + ".0" + s[i:]
+	}
+	return s + ".0"
+}
+
+// headLen is the number of arguments of a decision's head.
+const headLen = 3
+
+func parseReply(v []interface{}) (reply, error) {
+	if len(v) != 5 {
+		return reply{}, fmt.Errorf("redis: script replied %d values, want 5", len(v))
+	}
+	var n [5]int64
+	for i, x := range v {
+		switch x := x.(type) {
+		case int64:
+			n[i] = x
+		case string:
+			var err error
+			if n[i], err = strconv.ParseInt(x, 10, 64); err != nil {
+				return reply{}, fmt.Errorf("redis: script reply %d: %w", i, err)
+			}
+		default:
+			return reply{}, fmt.Errorf("redis: script reply %d has type %T", i, x)
+		}
+	}
+	r := reply{granted: n[0] == 1, remaining: n[1], retryAfter: -1, resetAfter: time.Duration(n[3]) * time.Microsecond, extra: n[4]}
+	if n[2] >= 0 {
+		r.retryAfter = time.Duration(n[2]) * time.Microsecond
+	}
+	return r, nil
+}

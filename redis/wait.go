@@ -1,0 +1,165 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"math/rand"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
+	"github.com/limitkit/ratelimit/internal/base"
+	"github.com/limitkit/ratelimit/internal/check"
+)
+
+// Wait takes permits, waiting until ctx is done. The token bucket reserves in
+// the script and sleeps once until its turn (a cancel refunds); the window
+// algorithms sleep until RetryAfter plus a little jitter and try again;
+// concurrency polls with backoff (1ms doubling to 50ms) until a holder
+// releases. A ctx deadline that cannot be met is refused at once. Wait(ctx,
+// 0) waits, the same way but never reserving and whatever the queue limit,
+// until at least one permit is available, and takes nothing.
+func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return l.WaitObserved(ctx, permits, nil)
+}
+
+// WaitObserved is Wait, telling o (when not nil) of the time the call spends
+// queued, as ratelimit.ObservableWaiter says: from its first sleep to its
+// answer. A call answered by its first round trip tells o nothing.
+func (l *Limiter) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+	if err := base.CheckPermits(permits, l.params().capacity); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	if err := base.CheckContext(ctx); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	q := base.Queueing[ratelimit.Lease]{O: o, Ctx: ctx, Permits: permits}
+	lease, err := l.wait(ctx, permits, &q)
+	return q.Leave(l.localNow, lease, err)
+}
+
+// wait is Wait after its arguments were checked.
+func (l *Limiter) wait(ctx context.Context, permits int, q *base.Queueing[ratelimit.Lease]) (ratelimit.Lease, error) {
+	if l.reserves && !l.params().unlimited && permits > 0 {
+		return l.reserve(ctx, int64(permits), q)
+	}
+	backoff := time.Millisecond
+	for {
+		lease, err := l.Acquire(ctx, permits)
+		if err != nil || lease.Acquired() || lease.Reason() == ratelimit.ReasonUnavailable {
+			return lease, err
+		}
+		if int64(permits) > check.QueueLimit(l.params().queue) {
+			return l.refusedAs(lease, ratelimit.ReasonQueueFull), nil
+		}
+		d, known := lease.RetryAfter()
+		if known {
+			if deadline, ok := ctx.Deadline(); ok && l.until(deadline) < d {
+				return l.refusedAs(lease, ratelimit.ReasonDeadline), nil
+			}
+			d += time.Duration(rand.Int63n(int64(d/10) + 1)) // spread retries of competing processes
+		} else {
+			d, backoff = backoff, min(2*backoff, 50*time.Millisecond)
+		}
+		if deadline, ok := ctx.Deadline(); ok {
+			d = min(d, max(l.until(deadline), 0))
+		}
+		if lease, err := l.sleep(ctx, d, q); err != nil || lease.Reason() == ratelimit.ReasonClosed {
+			return lease, err
+		}
+	}
+}
+
+// refusedAs is lease, a refusal of l, refused for r instead.
+func (l *Limiter) refusedAs(lease ratelimit.Lease, r ratelimit.Reason) ratelimit.Lease {
+	d := ratelimit.Decision{Remaining: lease.Remaining(), ResetAfter: lease.ResetAfter(), RetryAfter: -1}
+	if ra, ok := lease.RetryAfter(); ok {
+		d.RetryAfter = ra
+	}
+	return backend.Lease(&l.params().infos, d, r, 0)
+}
+
+// reserve is the token bucket's Wait: one round trip takes the tokens (the
+// bucket goes into debt), then one sleep until they have arrived. The
+// reservation is due at the instant Acquire would grant them, and never
+// before the reservations made earlier (the key's horizon): waiters are
+// served in arrival order.
+func (l *Limiter) reserve(ctx context.Context, p int64, q *base.Queueing[ratelimit.Lease]) (ratelimit.Lease, error) {
+	if l.isClosed() {
+		return ratelimit.Lease{}, ratelimit.ErrClosed
+	}
+	maxWait := int64(-1) // in us, rounded down: a later due is refused
+	if deadline, ok := ctx.Deadline(); ok {
+		maxWait = int64(max(l.until(deadline), 0) / time.Microsecond)
+	}
+	r, err := l.call(ctx, l.localNow(), opWait, p, maxWait)
+	if err != nil {
+		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) {
+			if ow, ok := f.(ratelimit.ObservableWaiter); ok && q.O != nil {
+				return ow.WaitObserved(ctx, int(p), q.O) // its queueing, told as its own
+			}
+			return f.Wait(ctx, int(p))
+		})
+	}
+	if err := l.exceeds(r, p); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	if !r.granted {
+		switch r.extra {
+		case refusedQueueFull:
+			return l.lease(r, p, 0, ratelimit.ReasonQueueFull), nil
+		case refusedDeadline:
+			return l.lease(r, p, 0, ratelimit.ReasonDeadline), nil
+		}
+		return l.lease(r, p, 0, ratelimit.ReasonLimit), nil
+	}
+	if r.retryAfter < 0 { // granted at once
+		l.remember(time.Time{}, p, r, nil) // a grant: the remembered refusal is forgotten
+		return l.lease(r, p, 0, ratelimit.ReasonNone), nil
+	}
+	lease, err := l.sleep(ctx, r.retryAfter, q)
+	if err != nil || lease.Reason() == ratelimit.ReasonClosed {
+		// Give the reserved tokens back; the caller's ctx may be done.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.o.timeout, time.Second))
+		if _, err := l.call(rctx, l.localNow(), opCancel, p, 0); err != nil {
+			l.failed(err)
+		}
+		cancel()
+		l.refusal.Store(nil) // the tokens came back
+		return lease, err
+	}
+	r.retryAfter = -1
+	l.remember(time.Time{}, p, r, nil) // a grant: the remembered refusal is forgotten
+	return l.lease(r, p, 0, ratelimit.ReasonNone), nil
+}
+
+// sleep waits d on the limiter's clock; it returns ctx.Err() when ctx ends
+// and a ReasonClosed refusal when the limiter is closed.
+func (l *Limiter) sleep(ctx context.Context, d time.Duration, q *base.Queueing[ratelimit.Lease]) (ratelimit.Lease, error) {
+	done := make(chan struct{})
+	var t ratelimit.Timer
+	if l.o.clock != nil {
+		t = l.o.clock.AfterFunc(d, func() { close(done) })
+	} else {
+		t = time.AfterFunc(d, func() { close(done) })
+	}
+	defer t.Stop()
+	if d > 0 {
+		q.Join(l.localNow) // once the timer is armed
+	}
+	select {
+	case <-done:
+		return ratelimit.Lease{}, nil
+	case <-ctx.Done():
+		return ratelimit.Lease{}, ctx.Err()
+	case <-l.ext().closed:
+		return backend.Lease(&l.params().infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0), nil
+	}
+}
+
+func (l *Limiter) until(deadline time.Time) time.Duration {
+	if l.o.clock != nil {
+		return deadline.Sub(l.o.clock.Now())
+	}
+	return time.Until(deadline)
+}
