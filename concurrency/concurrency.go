@@ -13,9 +13,12 @@ package concurrency
 
 import (
 	"math"
+	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/engine"
 )
 
 // Config configures a concurrency limiter.
@@ -43,32 +46,34 @@ func (c Config) Capacity() int64 { return int64(c.Limit) }
 // QueueOptions returns c.Queue.
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
 
-// State is the number of permits held.
-type State struct {
+// state is the number of permits held.
+type state struct {
 	Held int64
 }
 
-// Model is the reference model of a validated Config.
-type Model struct{ limit int64 }
+// model is the reference model of a validated Config.
+type model struct {
+	engine.Defaults[state] // the optional methods its Caps leave out
+	limit                  int64
+}
 
-// NewModel validates c and returns its model.
-func NewModel(c Config) (Model, error) {
+// newModel validates c and returns its model.
+func newModel(c Config) (model, error) {
 	if err := c.Validate(); err != nil {
-		return Model{}, err
+		return model{}, err
 	}
-	return Model{limit: int64(c.Limit)}, nil
+	return model{limit: int64(c.Limit)}, nil
 }
 
 // Initial is the state with nothing held.
-func (m *Model) Initial() State { return State{} }
+func (m *model) Initial() state { return state{} }
 
-// Timeless reports that decisions do not depend on time: backends need not
-// read the clock.
-func (m *Model) Timeless() bool { return true }
+// Caps: permits come back on Release, and decisions do not read the time.
+func (m *model) Caps() engine.Caps { return engine.Releases | engine.Timeless }
 
 // Step decides a request for permits; permits == 0 is a status check.
 // RetryAfter is always unknown (negative).
-func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+func (m *model) Step(s state, now, permits int64) (state, ratelimit.Decision) {
 	d := ratelimit.Decision{RetryAfter: -1}
 	if s.Held+max(permits, 1) <= m.limit {
 		d.Granted = true
@@ -79,20 +84,35 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 }
 
 // Release gives back permits held.
-func (m *Model) Release(s State, now, permits int64) State {
+func (m *model) Release(s state, now, permits int64) state {
 	s.Held -= permits
 	return s
 }
 
 // Available is the number of permits not held.
-func (m *Model) Available(s State, now int64) int64 { return m.limit - s.Held }
+func (m *model) Available(s state, now int64) int64 { return m.limit - s.Held }
 
 // InitialAt is math.MinInt64 when nothing is held (the state is initial;
 // since when is the backend's to track) and math.MaxInt64 while permits are
 // held.
-func (m *Model) InitialAt(s State) int64 {
+func (m *model) InitialAt(s state) int64 {
 	if s.Held > 0 {
 		return math.MaxInt64
 	}
 	return math.MinInt64
+}
+
+func init() {
+	algo.Register(&algo.Algorithm[Config, state]{
+		Name: pkg,
+		Model: func(c Config) (engine.Model[state], error) {
+			m, err := newModel(c)
+			return &m, err
+		},
+		Redis: func(c Config, o algo.RedisOptions) (algo.Redis, error) {
+			return algo.Redis{Lua: []string{"concurrency"}, Suffixes: []string{":cc", ":cc:n"}, Holds: true,
+				Args: []any{c.Limit, int64(o.LeaseTTL / time.Microsecond)}}, nil
+		},
+		Unit: "concurrent-requests",
+	})
 }

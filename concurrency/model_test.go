@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/engine"
 	"github.com/limitkit/ratelimit/internal/modeltest"
 )
 
@@ -32,7 +33,7 @@ type op struct {
 	rem     int64
 }
 
-func run(t *testing.T, m *Model, s State, ops []op) State {
+func run(t *testing.T, m *model, s state, ops []op) state {
 	t.Helper()
 	for i, o := range ops {
 		if o.release {
@@ -51,12 +52,12 @@ func run(t *testing.T, m *Model, s State, ops []op) State {
 	return s
 }
 
-func model(t *testing.T, c Config) *Model { t.Helper(); return modeltest.New(t, NewModel, c) }
+func mustModel(t *testing.T, c Config) *model { t.Helper(); return modeltest.New(t, newModel, c) }
 
 // TestStep: Limit 3; permits come back on Release, not with time; a status
 // check wants one permit free and takes nothing.
 func TestStep(t *testing.T) {
-	m := model(t, Config{Limit: 3})
+	m := mustModel(t, Config{Limit: 3})
 	s := run(t, m, m.Initial(), []op{
 		{at: t0, n: 2, ok: true, rem: 1},
 		{at: t1, n: 2, ok: false, rem: 1},
@@ -84,7 +85,7 @@ func TestTimeless(t *testing.T) {
 	instants := []int64{math.MinInt64, -1, 0, 1, t0, math.MaxInt64}
 	for _, limit := range []int{1, 2, 7, 1 << 53} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
-			m := model(t, Config{Limit: limit})
+			m := mustModel(t, Config{Limit: limit})
 			r := rand.New(rand.NewSource(int64(limit)))
 			s, ref := m.Initial(), m.Initial()
 			var held []int64 // grants not released yet
@@ -141,7 +142,7 @@ func TestExtremeConfigs(t *testing.T) {
 	for _, limit := range []int{1, 1 << 53} {
 		for _, at := range []int64{math.MinInt64, 0, t0, math.MaxInt64} {
 			t.Run(fmt.Sprintf("%d/%d", limit, at), func(t *testing.T) {
-				m := model(t, Config{Limit: limit})
+				m := mustModel(t, Config{Limit: limit})
 				modeltest.Within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) {
 					s := run(t, m, m.Initial(), []op{
 						{at: at, n: m.limit, ok: true, rem: 0},
@@ -158,25 +159,19 @@ func TestExtremeConfigs(t *testing.T) {
 	}
 }
 
-// refunder is the Refund the other models have; concurrency may gain it.
-type refunder interface {
-	Refund(s State, now, at, permits int64) State
-}
-
-// TestRefund: if the model has Refund, a grant then a Refund at the same
+// TestRefund: if the model refunds (its Caps), a grant then a Refund at the same
 // instant leaves it as if the grant had never been made.
 func TestRefund(t *testing.T) {
-	m := model(t, Config{Limit: 3})
-	rf, ok := any(m).(refunder)
-	if !ok {
-		t.Skip("concurrency.Model has no Refund(s, now, at, permits); its permits come back on Release")
+	m := mustModel(t, Config{Limit: 3})
+	if m.Caps()&engine.Refunds == 0 {
+		t.Skip("concurrency's model does not refund (its Caps); its permits come back on Release")
 	}
 	s, _ := m.Step(m.Initial(), t0, 1)
 	next, d := m.Step(s, t1, 2)
 	if !d.Granted {
 		t.Fatal("2 of 3 refused")
 	}
-	if got := rf.Refund(next, t1, t1, 2); got != s {
+	if got := m.Refund(next, t1, t1, 2); got != s {
 		t.Errorf("Refund(Step(s, 2), 2) = %+v, want %+v", got, s)
 	}
 }

@@ -22,7 +22,9 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/engine"
 )
 
 // Config configures a fixed window limiter.
@@ -53,55 +55,56 @@ func (c Config) Capacity() int64 { return int64(c.Limit) }
 // QueueOptions returns c.Queue.
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
 
-// State is the count of permits granted in the window starting at Start
+// state is the count of permits granted in the window starting at Start
 // (nanoseconds since the Unix epoch).
-type State struct {
+type state struct {
 	Start int64
 	Count int64
 }
 
-// Model is the reference model of a validated Config.
-type Model struct {
-	limit  int64
-	window int64
+// model is the reference model of a validated Config.
+type model struct {
+	engine.Defaults[state] // the optional methods its Caps leave out
+	limit                  int64
+	window                 int64
 }
 
-// NewModel validates c and returns its model.
-func NewModel(c Config) (Model, error) {
+// newModel validates c and returns its model.
+func newModel(c Config) (model, error) {
 	if err := c.Validate(); err != nil {
-		return Model{}, err
+		return model{}, err
 	}
-	return Model{limit: int64(c.Limit), window: int64(c.Window)}, nil
+	return model{limit: int64(c.Limit), window: int64(c.Window)}, nil
 }
 
 // Initial is an empty window.
-func (m *Model) Initial() State { return State{} }
+func (m *model) Initial() state { return state{} }
 
-func (m *Model) at(s State, now int64) State {
+func (m *model) at(s state, now int64) state {
 	if check.Within(now, s.Start, m.window) {
 		return s
 	}
 	if start := check.FloorStart(now, m.window); start > s.Start {
-		return State{Start: start}
+		return state{Start: start}
 	}
 	return s
 }
 
 // Used is the number of permits s counts at now, against any limit: a
 // reconfigured limiter carries it over (see Holding).
-func (m *Model) Used(s State, now int64) int64 { return m.at(s, now).Count }
+func (m *model) Used(s state, now int64) int64 { return m.at(s, now).Count }
 
 // Holding is the state in which used permits, any number, were taken at
 // now: they count in now's window. A reconfigured limiter carries its
 // count over so.
-func (m *Model) Holding(now, used int64) State {
-	return State{Start: check.FloorStart(now, m.window), Count: used}
+func (m *model) Holding(now, used int64) state {
+	return state{Start: check.FloorStart(now, m.window), Count: used}
 }
 
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal changes nothing but moving to now's window; its RetryAfter is
 // the time to the window's end, when the whole Limit is available again.
-func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+func (m *model) Step(s state, now, permits int64) (state, ratelimit.Decision) {
 	cur := m.at(s, now)
 	end := check.Add(cur.Start, m.window)
 	d := ratelimit.Decision{RetryAfter: -1, ResetAfter: time.Duration(end - now)}
@@ -123,11 +126,11 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 // Made is the instant a decision read at now, which left s, was made at:
 // now, or the start of the state's window, where an older instant counts.
 // A grant's refund takes it as at.
-func (m *Model) Made(s State, now int64) int64 { return max(now, s.Start) }
+func (m *model) Made(s state, now int64) int64 { return max(now, s.Start) }
 
 // Refund takes back permits granted at instant at, as if they had not been
 // granted, while the window they were counted in is the state's.
-func (m *Model) Refund(s State, now, at, permits int64) State {
+func (m *model) Refund(s state, now, at, permits int64) state {
 	// A grant at an instant before the state's window may have been
 	// counted in it or in an older one: it is not taken back, which is
 	// stricter than the exact answer, never looser.
@@ -138,12 +141,34 @@ func (m *Model) Refund(s State, now, at, permits int64) State {
 }
 
 // Available is the number of permits left in the current window.
-func (m *Model) Available(s State, now int64) int64 { return m.limit - m.at(s, now).Count }
+func (m *model) Available(s state, now int64) int64 { return m.limit - m.at(s, now).Count }
 
 // InitialAt is the instant from which s, left alone, is an empty window.
-func (m *Model) InitialAt(s State) int64 {
+func (m *model) InitialAt(s state) int64 {
 	if s.Count == 0 {
 		return math.MinInt64
 	}
 	return check.Add(s.Start, m.window)
+}
+
+// Caps: grants can be refunded, and the count carries over a
+// reconfiguration.
+func (m *model) Caps() engine.Caps { return engine.Refunds | engine.Holds }
+
+func init() {
+	algo.Register(&algo.Algorithm[Config, state]{
+		Name: pkg,
+		Model: func(c Config) (engine.Model[state], error) {
+			m, err := newModel(c)
+			return &m, err
+		},
+		Redis: func(c Config, _ algo.RedisOptions) (algo.Redis, error) {
+			w, err := algo.Micros("Window", c.Window)
+			if err != nil {
+				return algo.Redis{}, err
+			}
+			return algo.Redis{Lua: []string{"fixedwindow"}, Suffixes: []string{":fw"}, Args: []any{c.Limit, w}}, nil
+		},
+		Window: func(c Config) time.Duration { return c.Window },
+	})
 }

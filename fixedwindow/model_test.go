@@ -27,16 +27,16 @@ var (
 // step is one request and the decision expected for it.
 type step = modeltest.Step
 
-func run(t *testing.T, m *Model, s State, steps []step) State {
+func run(t *testing.T, m *model, s state, steps []step) state {
 	t.Helper()
 	return modeltest.Run(t, m.Step, t0, s, steps)
 }
 
-func model(t *testing.T, c Config) *Model { t.Helper(); return modeltest.New(t, NewModel, c) }
+func mustModel(t *testing.T, c Config) *model { t.Helper(); return modeltest.New(t, newModel, c) }
 
 // TestStep: Limit 3 per 300ms window aligned to the epoch (t0 is a multiple).
 func TestStep(t *testing.T) {
-	m := model(t, Config{Limit: 3, Window: 300 * time.Millisecond})
+	m := mustModel(t, Config{Limit: 3, Window: 300 * time.Millisecond})
 	run(t, m, m.Initial(), []step{
 		{t0, 2, true, 1, 0},
 		{t1, 2, false, 1, 200 * time.Millisecond},
@@ -51,7 +51,7 @@ func TestStep(t *testing.T) {
 // TestOlderInstantCountsInStateWindow: a decision at an instant in a window
 // older than the state's counts in the state's window: at most Limit there.
 func TestOlderInstantCountsInStateWindow(t *testing.T) {
-	m := model(t, Config{Limit: 2, Window: 300 * time.Millisecond})
+	m := mustModel(t, Config{Limit: 2, Window: 300 * time.Millisecond})
 	run(t, m, m.Initial(), []step{
 		{t3, 1, true, 1, 0},
 		{t2, 1, true, 0, 0}, // the previous window: counted in t3's
@@ -63,8 +63,8 @@ func TestOlderInstantCountsInStateWindow(t *testing.T) {
 
 // ---- fixed window ----
 
-func simOf(m *Model) modeltest.Sim[State] {
-	return modeltest.Sim[State]{
+func simOf(m *model) modeltest.Sim[state] {
+	return modeltest.Sim[state]{
 		Capacity:  m.limit,
 		Initial:   m.Initial,
 		Step:      m.Step,
@@ -78,7 +78,7 @@ func simOf(m *Model) modeltest.Sim[State] {
 
 // checkBound checks that the grants in each epoch-aligned window add up to
 // at most Limit.
-func checkBound(t *testing.T, m *Model, gs []modeltest.Grant, cs []modeltest.Call) {
+func checkBound(t *testing.T, m *model, gs []modeltest.Grant, cs []modeltest.Call) {
 	t.Helper()
 	var start, sum int64
 	first := 0
@@ -106,7 +106,7 @@ var randomConfigs = []modeltest.Random[Config]{
 // bound in every aligned window, RetryAfter and InitialAt.
 func TestOutOfOrder(t *testing.T) {
 	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
-		m := model(t, c)
+		m := mustModel(t, c)
 		modeltest.CheckOutOfOrder(t, simOf(m), gap, m.window, func(gs []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, gs, cs) })
 	})
 }
@@ -121,8 +121,8 @@ func TestExtremeConfigs(t *testing.T) {
 		{Limit: big, Window: check.MaxDuration},
 		{Limit: 3, Window: check.MaxDuration - 1},
 	}
-	modeltest.CheckExtremeConfigs(t, cfgs, false, func(t *testing.T, c Config) (modeltest.Sim[State], []int64) {
-		m := model(t, c)
+	modeltest.CheckExtremeConfigs(t, cfgs, false, func(t *testing.T, c Config) (modeltest.Sim[state], []int64) {
+		m := mustModel(t, c)
 		return simOf(m), []int64{0, 1, m.window / 2, m.window - 1, m.window, int64(check.MaxDuration) / 2}
 	})
 }
@@ -137,7 +137,7 @@ func TestExtremeConfigs(t *testing.T) {
 // is checked to admit never more than without the grant.
 func TestRefundSameInstant(t *testing.T) {
 	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
-		m := model(t, c)
+		m := mustModel(t, c)
 		modeltest.CheckRefundSameInstant(t, simOf(m), gap, m.window)
 	})
 }
@@ -146,7 +146,7 @@ func TestRefundSameInstant(t *testing.T) {
 // gives nothing back, whatever was granted since in the new window. The
 // Refunder contract: "a refund never lets more through than the limit".
 func TestRefundAfterWindowEnded(t *testing.T) {
-	m := model(t, Config{Limit: 2, Window: time.Second})
+	m := mustModel(t, Config{Limit: 2, Window: time.Second})
 	s := run(t, m, m.Initial(), []step{
 		{t0, 2, true, 0, 0},
 		{t0 + int64(time.Second), 2, true, 0, 0}, // the next window
@@ -170,7 +170,7 @@ func TestRefundAfterWindowEnded(t *testing.T) {
 // refunded keep within Limit per window.
 func TestRefundNeverExceedsBound(t *testing.T) {
 	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
-		m := model(t, c)
+		m := mustModel(t, c)
 		// A refund in a call's place, at the newest instant decided.
 		modeltest.CheckRefundsKeepBound(t, simOf(m), gap, m.window, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })
 	})

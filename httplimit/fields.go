@@ -10,8 +10,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
@@ -137,20 +137,8 @@ func policyWindow(cfg ratelimit.Config, window time.Duration) time.Duration {
 	if window > 0 {
 		return window
 	}
-	switch c := cfg.(type) {
-	case fixedwindow.Config:
-		return c.Window
-	case slidingwindow.Config:
-		return c.Window
-	case slidinglog.Config:
-		return c.Window
-	case tokenbucket.Config:
-		if c.Period > 0 && c.PerPeriod > 0 {
-			return time.Duration(check.CeilDiv(int64(c.Burst), int64(c.PerPeriod))) * c.Period
-		}
-		if c.Rate > 0 && c.Rate != rate.Inf {
-			return time.Duration(math.Ceil(float64(c.Burst) / float64(c.Rate) * float64(time.Second)))
-		}
+	if d, err := algo.Of("httplimit", cfg); err == nil {
+		return d.Window()
 	}
 	return 0
 }
@@ -158,8 +146,8 @@ func policyWindow(cfg ratelimit.Config, window time.Duration) time.Duration {
 // quotaUnit is the qu of a policy item: "concurrent-requests" for a
 // concurrency limit, omitted (requests, the default) otherwise.
 func quotaUnit(cfg ratelimit.Config) string {
-	if _, ok := cfg.(concurrency.Config); ok {
-		return `;qu="concurrent-requests"`
+	if d, err := algo.Of("httplimit", cfg); err == nil && d.Unit() != "" {
+		return `;qu="` + d.Unit() + `"`
 	}
 	return ""
 }

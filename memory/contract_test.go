@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/conformance"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 )
@@ -12,7 +13,7 @@ import (
 // pass, against a memory limiter of every algorithm, with a queue of its
 // capacity so that Wait waits.
 func TestContract(t *testing.T) {
-	for _, a := range ratelimittest.Algorithms() {
+	for _, a := range conformance.Algorithms() {
 		a := a
 		t.Run(a.Name, func(t *testing.T) {
 			t.Parallel()

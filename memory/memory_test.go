@@ -11,6 +11,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/conformance"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 )
@@ -51,20 +52,20 @@ func fromFactory(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock)
 }
 
 func TestConformance(t *testing.T) {
-	t.Run("New", func(t *testing.T) { ratelimittest.Run(t, factory) })
-	t.Run("Factory", func(t *testing.T) { ratelimittest.Run(t, fromFactory) })
+	t.Run("New", func(t *testing.T) { conformance.Run(t, factory) })
+	t.Run("Factory", func(t *testing.T) { conformance.Run(t, fromFactory) })
 }
 
-func TestExtremes(t *testing.T) { ratelimittest.RunExtremes(t, factory) }
+func TestExtremes(t *testing.T) { conformance.RunExtremes(t, factory) }
 
 func TestRealClock(t *testing.T) {
-	t.Run("New", func(t *testing.T) { ratelimittest.RunRealClock(t, factory) })
-	t.Run("Factory", func(t *testing.T) { ratelimittest.RunRealClock(t, fromFactory) })
+	t.Run("New", func(t *testing.T) { conformance.RunRealClock(t, factory) })
+	t.Run("Factory", func(t *testing.T) { conformance.RunRealClock(t, fromFactory) })
 }
 
 func TestQueueConformance(t *testing.T) {
-	t.Run("New", func(t *testing.T) { ratelimittest.RunQueue(t, factory) })
-	t.Run("Factory", func(t *testing.T) { ratelimittest.RunQueue(t, fromFactory) })
+	t.Run("New", func(t *testing.T) { conformance.RunQueue(t, factory) })
+	t.Run("Factory", func(t *testing.T) { conformance.RunQueue(t, fromFactory) })
 }
 
 func TestFactoryInvalidConfig(t *testing.T) {
@@ -114,7 +115,7 @@ func TestDecisionsAllocateNothing(t *testing.T) {
 }
 
 // TestClosedLimiterLeavesItsFactory: a Reconfigure of a closed limiter
-// (ratelimittest.RunQueue checks that it and every other call return
+// (conformance.RunQueue checks that it and every other call return
 // ErrClosed) leaves the limiters that share its configuration, a
 // Factory's, as they were. Before Close, Refund refuses a nil ctx as
 // Acquire does, and a done one still gives the permits back (nothing

@@ -34,15 +34,11 @@ import (
 	"sync/atomic"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/concurrency"
-	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/redis"
 	"github.com/limitkit/ratelimit/shadow"
-	"github.com/limitkit/ratelimit/slidinglog"
-	"github.com/limitkit/ratelimit/slidingwindow"
-	"github.com/limitkit/ratelimit/tokenbucket"
 	otelapi "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -68,7 +64,7 @@ const (
 // The attributes' keys.
 const (
 	PolicyKey        = attribute.Key("ratelimit.policy")         // WithPolicy; "default" unless set
-	AlgorithmKey     = attribute.Key("ratelimit.algorithm")      // token_bucket, fixed_window, sliding_window, sliding_log, concurrency, chain, unknown
+	AlgorithmKey     = attribute.Key("ratelimit.algorithm")      // tokenbucket, fixedwindow, slidingwindow, slidinglog, concurrency, chain, unknown
 	BackendKey       = attribute.Key("ratelimit.backend")        // memory, redis, unknown
 	ModeKey          = attribute.Key("ratelimit.mode")           // enforce, or shadow (WithShadow)
 	ResultKey        = attribute.Key("ratelimit.result")         // acquired, refused, error
@@ -171,7 +167,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 func WithPolicy(name string) Option { return func(o *options) { o.policy = name } }
 
 // WithConfig sets ratelimit.algorithm from the config the limiters were
-// made with (token_bucket, fixed_window, sliding_window, sliding_log,
+// made with (tokenbucket, fixedwindow, slidingwindow, slidinglog,
 // concurrency). A concurrency config also makes the wrapped limiters track
 // their leases: ratelimit.active_request_leases and
 // ratelimit.request_lease.duration.
@@ -221,18 +217,11 @@ func WithAttributes(kv ...attribute.KeyValue) Option {
 	return func(o *options) { o.extra = append(o.extra, kv...) }
 }
 
+// algorithmOf is the name of cfg's algorithm ("tokenbucket", ...), as
+// policies and reports spell it; "unknown" for a config of no algorithm.
 func algorithmOf(cfg ratelimit.Config) string {
-	switch cfg.(type) {
-	case tokenbucket.Config, *tokenbucket.Config:
-		return "token_bucket"
-	case fixedwindow.Config, *fixedwindow.Config:
-		return "fixed_window"
-	case slidingwindow.Config, *slidingwindow.Config:
-		return "sliding_window"
-	case slidinglog.Config, *slidinglog.Config:
-		return "sliding_log"
-	case concurrency.Config, *concurrency.Config:
-		return "concurrency"
+	if name := algo.Name(cfg); name != "" {
+		return name
 	}
 	return "unknown"
 }

@@ -89,7 +89,7 @@ func TestMemoryCounts(t *testing.T) {
 	}
 	defer rec.Close()
 	l := rec.Wrap(mustMemory(t, cfg, clock))
-	base := []string{"ratelimit.policy=api", "ratelimit.algorithm=fixed_window", "ratelimit.backend=memory", "ratelimit.mode=enforce"}
+	base := []string{"ratelimit.policy=api", "ratelimit.algorithm=fixedwindow", "ratelimit.backend=memory", "ratelimit.mode=enforce"}
 	with := func(kv ...string) []string { return append(append([]string(nil), base...), kv...) }
 
 	for i, wantGrant := range []bool{true, true, false} {
@@ -201,7 +201,7 @@ func TestMemoryEvicted(t *testing.T) {
 		t.Fatalf("second waiter: %v, %v", a.lease, a.err)
 	}
 	check(t, m.collect(t), []want{
-		{requests, []string{"ratelimit.policy=default", "ratelimit.algorithm=token_bucket", "ratelimit.result=acquired"}, 2},
+		{requests, []string{"ratelimit.policy=default", "ratelimit.algorithm=tokenbucket", "ratelimit.result=acquired"}, 2},
 		{requests, []string{"ratelimit.result=refused", "ratelimit.reason=evicted"}, 1},
 		{requests, nil, 3},
 		{permits, nil, 2},

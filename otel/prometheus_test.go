@@ -72,7 +72,7 @@ func TestPrometheus(t *testing.T) {
 		}
 	}
 	for _, series := range []string{
-		`ratelimit_requests_total{otel_scope_name="github.com/limitkit/ratelimit/otel",otel_scope_schema_url="",otel_scope_version="",ratelimit_algorithm="fixed_window",ratelimit_backend="memory",ratelimit_mode="enforce",ratelimit_policy="api",ratelimit_reason="limit",ratelimit_result="refused"} 1`,
+		`ratelimit_requests_total{otel_scope_name="github.com/limitkit/ratelimit/otel",otel_scope_schema_url="",otel_scope_version="",ratelimit_algorithm="fixedwindow",ratelimit_backend="memory",ratelimit_mode="enforce",ratelimit_policy="api",ratelimit_reason="limit",ratelimit_result="refused"} 1`,
 		`ratelimit_backend_failures_total{otel_scope_name="github.com/limitkit/ratelimit/otel",otel_scope_schema_url="",otel_scope_version="",ratelimit_algorithm="unknown",ratelimit_backend="redis",ratelimit_failure_policy="closed",ratelimit_mode="enforce",ratelimit_policy="fleet"} 1`,
 	} {
 		if !strings.Contains(text, series) {

@@ -11,6 +11,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/httplimit"
+	"github.com/limitkit/ratelimit/internal/conformance"
 	"github.com/limitkit/ratelimit/memory"
 	limitotel "github.com/limitkit/ratelimit/otel"
 	"github.com/limitkit/ratelimit/partitioned"
@@ -187,7 +188,7 @@ func TestKeyedPolicy(t *testing.T) {
 // concurrency limit's (whose leases it wraps) included.
 func TestRecordedContract(t *testing.T) {
 	m := newMeter(t)
-	for _, a := range ratelimittest.Algorithms() {
+	for _, a := range conformance.Algorithms() {
 		t.Run(a.Name, func(t *testing.T) {
 			t.Parallel()
 			err := ratelimittest.TestLimiter(func(c int64) ratelimit.Limiter {

@@ -46,7 +46,7 @@ func testRedisCounts(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	l := mustNew(t, inner, limitotel.WithMeterProvider(m), limitotel.WithPolicy("fleet"), limitotel.WithConfig(cfg))
-	base := []string{"ratelimit.policy=fleet", "ratelimit.algorithm=fixed_window", "ratelimit.backend=redis", "ratelimit.mode=enforce"}
+	base := []string{"ratelimit.policy=fleet", "ratelimit.algorithm=fixedwindow", "ratelimit.backend=redis", "ratelimit.mode=enforce"}
 	with := func(kv ...string) []string { return append(append([]string(nil), base...), kv...) }
 
 	var grant ratelimit.Lease
@@ -164,7 +164,7 @@ func TestRedisShadow(t *testing.T) {
 	if refused != 3 {
 		t.Fatalf("%d refusals reported, want 3", refused)
 	}
-	kv := []string{"ratelimit.mode=shadow", "ratelimit.backend=redis", "ratelimit.algorithm=fixed_window"}
+	kv := []string{"ratelimit.mode=shadow", "ratelimit.backend=redis", "ratelimit.algorithm=fixedwindow"}
 	check(t, m.collect(t), []want{
 		{requests, append(kv, "ratelimit.result=acquired"), 2},
 		{requests, append(kv, "ratelimit.result=refused", "ratelimit.reason=limit"), 3},

@@ -68,6 +68,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -166,21 +167,12 @@ type Policy struct {
 }
 
 // Algorithm returns the name of p's algorithm ("tokenbucket", ...), or ""
-// when Config is not one of the algorithm packages' configs.
+// when Config is not one of the algorithm packages' configs (as a value).
 func (p Policy) Algorithm() string {
-	switch p.Config.(type) {
-	case tokenbucket.Config:
-		return TokenBucket
-	case fixedwindow.Config:
-		return FixedWindow
-	case slidingwindow.Config:
-		return SlidingWindow
-	case slidinglog.Config:
-		return SlidingLog
-	case concurrency.Config:
-		return Concurrency
+	if reflect.ValueOf(p.Config).Kind() == reflect.Pointer { // policies hold configs as values
+		return ""
 	}
-	return ""
+	return algo.Name(p.Config)
 }
 
 // Allows reports whether app may use the policy.

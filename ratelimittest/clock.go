@@ -142,9 +142,11 @@ func (c *Clock) notify() {
 	}
 }
 
-// timersChanged returns a channel that is closed at the next change of the
-// pending timers (one set, stopped, or come due).
-func (c *Clock) timersChanged() <-chan struct{} {
+// TimersChanged returns a channel that is closed at the next change of the
+// pending timers (one set, stopped, or come due): a test can wait for a
+// limiter to set or stop a timer without polling Pending. Take the channel
+// before looking at what it waits for, so that no change is missed.
+func (c *Clock) TimersChanged() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.changes()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/held"
 )
 
 // Figures of TestLimiter's checks.
@@ -428,8 +429,11 @@ func checkHeldWithin(newL func() ratelimit.Limiter) error {
 	if !r.held() {
 		return nil // a rate limit's bounds depend on its algorithm
 	}
-	return heldWithin(newL(), contractCapacity, 16, 100*time.Millisecond, 50*time.Microsecond)
+	return held.Within(newL(), contractCapacity, 16, 100*time.Millisecond, 50*time.Microsecond)
 }
+
+// bg is the context of the checks' calls.
+var bg = context.Background()
 
 // watchKey marks the ctx of the Waits a QueueLog observes in the checks.
 type watchKey struct{}

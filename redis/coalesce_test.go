@@ -18,6 +18,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/conformance"
 	"github.com/limitkit/ratelimit/internal/redistest"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -36,7 +37,7 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 			// one Factory (their parameters go once per batch), one by
 			// another, with another limit; their twins decide one by one.
 			var one, batched []*Limiter
-			for _, a := range ratelimittest.Algorithms() {
+			for _, a := range conformance.Algorithms() {
 				var factories [2]*Factory
 				for i := range factories {
 					var err error
@@ -572,20 +573,28 @@ func TestRetriedAcquireCountsOnce(t *testing.T) {
 	}
 }
 
-// TestScriptProtocol: the ops and refusal codes the scripts read are the
-// ones redis.go names.
+// TestScriptProtocol: the scripts name the ops and refusal codes that
+// protocolLua declares from script.go's constants, never a literal.
 func TestScriptProtocol(t *testing.T) {
-	scripts := tokenBucketLua + fixedWindowLua + logLua + slidingWindowLua + concurrencyLua
-	for _, op := range []string{opWait, opCancel, opRefund, opRelease, opRenew} {
-		if !strings.Contains(scripts, "op == '"+op+"'") {
-			t.Errorf("no script reads the op %q", op)
+	scripts := lua("tokenbucket") + lua("fixedwindow") + lua("log") + lua("slidingwindow") + lua("concurrency")
+	for name, op := range map[string]string{"OP_WAIT": opWait, "OP_CANCEL": opCancel, "OP_REFUND": opRefund, "OP_RELEASE": opRelease, "OP_RENEW": opRenew} {
+		if !strings.Contains(scripts, "op == "+name) && !strings.Contains(scripts, "op ~= "+name) {
+			t.Errorf("no script reads the op %s", name)
+		}
+		if strings.Contains(scripts, "'"+op+"'") {
+			t.Errorf("a script names the op %s as the literal %q", name, op)
 		}
 	}
-	if !strings.Contains(prelude, "'"+opAcquire+"' acquire") {
-		t.Errorf("the prelude does not name the op %q", opAcquire)
+	want := fmt.Sprintf("local OP_ACQUIRE, OP_WAIT, OP_CANCEL, OP_REFUND, OP_RELEASE, OP_RENEW = '%s', '%s', '%s', '%s', '%s', '%s'", opAcquire, opWait, opCancel, opRefund, opRelease, opRenew)
+	if !strings.Contains(protocolLua, want) {
+		t.Errorf("protocolLua lacks %q:\n%s", want, protocolLua)
 	}
-	if want := fmt.Sprintf("REFUSED_QUEUE_FULL, REFUSED_DEADLINE = %d, %d", refusedQueueFull, refusedDeadline); !strings.Contains(prelude, want) {
-		t.Errorf("the prelude lacks %q", want)
+	if want := fmt.Sprintf("REFUSED_QUEUE_FULL, REFUSED_DEADLINE = %d, %d", refusedQueueFull, refusedDeadline); !strings.Contains(protocolLua, want) {
+		t.Errorf("protocolLua lacks %q", want)
+	}
+	s, err := scriptOf([]string{"fixedwindow"})
+	if err != nil || !strings.HasPrefix(s.src, protocolLua+prelude) {
+		t.Errorf("a script does not start with protocolLua and the prelude: %v", err)
 	}
 }
 
@@ -607,9 +616,13 @@ func TestMalformedBatchIsRefused(t *testing.T) {
 		"truncated":            append(group, 1, 1, 4),
 		"negative count":       append(group, -1),
 	} {
-		call := fixedWindowScript.call(keys, len(args))
+		fixedWindow, err := scriptOf([]string{"fixedwindow"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := fixedWindow.call(keys, len(args))
 		call.cmd = append(call.cmd, args...)
-		err := call.run(ctx, c).Err()
+		err = call.run(ctx, c).Err()
 		if err == nil || !strings.Contains(err.Error(), "malformed batch") {
 			t.Errorf("%s: %v, want a malformed batch error", name, err)
 		}

@@ -1,6 +1,6 @@
 -- Concurrency. K[1]: sorted set of holders ("id permits", scored by the
 -- instant their lease expires); K[2]: permits held. ARGV: now, permits,
--- op ('a' acquire, 'r' release, 'n' renew), limit, lease TTL (us), holder id.
+-- op (OP_ACQUIRE, OP_RELEASE, OP_RENEW), limit, lease TTL (us), holder id.
 -- A holder that stops renewing (a crashed process) loses its permits at expiry.
 local function decide(K, ARGV)
   local set, cnt = K[1], K[2]
@@ -13,10 +13,10 @@ local function decide(K, ARGV)
   redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
 
   local granted, extra = true, 0
-  if op == 'r' then
+  if op == OP_RELEASE then
     extra = redis.call('ZREM', set, member)
     if extra == 1 then held = held - p end
-  elseif op == 'n' then
+  elseif op == OP_RENEW then
     if redis.call('ZSCORE', set, member) then
       redis.call('ZADD', set, 'XX', now + ttl, member)
       extra = 1

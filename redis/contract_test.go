@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/conformance"
 	"github.com/limitkit/ratelimit/ratelimittest"
 )
 
@@ -13,7 +14,7 @@ import (
 // algorithms run side by side: the checks mostly sleep.
 func TestContract(t *testing.T) {
 	newLimiter := factory(realClient(t))
-	for _, a := range ratelimittest.Algorithms() {
+	for _, a := range conformance.Algorithms() {
 		t.Run(a.Name, func(t *testing.T) {
 			t.Parallel()
 			err := ratelimittest.TestLimiter(func(c int64) ratelimit.Limiter {

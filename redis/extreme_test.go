@@ -649,7 +649,7 @@ func TestTypedNilConfig(t *testing.T) {
 // full bucket, two more at t0+50ms, the first refunded at t0+100ms.
 // Without the first grant the bucket would have stayed full until
 // t0+50ms and hold 1.5 tokens at t0+100ms: a refund that added the whole
-// token (2.0) would grant 2 there. As tokenbucket.Model.Refund.
+// token (2.0) would grant 2 there. As tokenbucket's model.Refund.
 func TestRefundHoldsBackWhatRefilled(t *testing.T) {
 	for name, c := range bothClients(t) {
 		t.Run(name, func(t *testing.T) {

@@ -1,14 +1,14 @@
 -- Fixed window. K[1]: "start count window" (window, the length in us the
 -- state was counted under, is missing in states written before it was
--- recorded: the current one). ARGV: now, permits, op ('a' acquire, 'u'
--- refund a grant), limit, window (us), then for 'u' the grant's instant. A
+-- recorded: the current one). ARGV: now, permits, op (OP_ACQUIRE, OP_REFUND:
+-- refund a grant), limit, window (us), then for OP_REFUND the grant's instant. A
 -- grant's instant (the reply's extra) is one of the window it was counted
 -- in: an instant older than the state's window counts in the state's
--- window, as in fixedwindow.Model.
+-- window, as in fixedwindow's model.
 --
 -- Reconfigured to another window length, a count whose window has not
 -- ended at now is held in now's window of the new length (as
--- fixedwindow.Model.Holding), and that state is stored whatever the
+-- fixedwindow's model.Holding), and that state is stored whatever the
 -- decision: the count is never dropped while its window runs.
 local function decide(K, ARGV)
   local key = K[1]
@@ -24,7 +24,7 @@ local function decide(K, ARGV)
   end
   local wend = start + w
   local function save() store(key, count > 0 and wend - now or 0, '%d %d %d', start, count, w) end
-  if op == 'u' then -- take back a grant while its window is the current one
+  if op == OP_REFUND then -- take back a grant while its window is the current one
     if count > 0 and floor_start(tonumber(ARGV[6]), w) == start then
       count = count - min(p, count)
       moved = true

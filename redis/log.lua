@@ -31,7 +31,7 @@ local MAX_REWRITE = 128
 
 -- The permits a segmented log (keys log, meta) holds at now: those of its
 -- entries that have not left the window it was recorded under (meta's, or
--- w when missing), as slidingwindow.Model.Used, and its entries. O(log
+-- w when missing), as slidingwindow's model.Used, and its entries. O(log
 -- entries) commands.
 local function log_held(log, meta, now, w)
   local n = redis.call('LLEN', log)
@@ -63,7 +63,7 @@ end
 
 -- Decides permits p at now on a log whose entries leave the window w
 -- (us) after their instant; seg > 0: instants are starts of segments of
--- length seg. op 'a' acquires; 'u' takes back p permits granted at the
+-- length seg. op OP_ACQUIREs; OP_REFUND takes back p permits granted at the
 -- instant arg (a grant's reply extra: the instant it was recorded at).
 local function log_decide(K, now, p, op, limit, w, seg, arg)
   local log, meta = K[1], K[2]
@@ -98,7 +98,7 @@ local function log_decide(K, now, p, op, limit, w, seg, arg)
   if n == 0 and K[3] then
     -- Switched from the weighted form (K[3], see slidingwindow.lua): its
     -- estimate at now, rounded up, is held in one entry in now's segment
-    -- (as slidingwindow.Model.Holding), and its state is deleted.
+    -- (as slidingwindow's model.Holding), and its state is deleted.
     local a, b, c, sw = load(K[3])
     if a then
       local x = weighted_used(a, b, c, sw or w, now)
@@ -135,7 +135,7 @@ local function log_decide(K, now, p, op, limit, w, seg, arg)
       -- entry's instant, so the entries could leave the window of the
       -- new segments sooner than that grant would. What the old window
       -- holds at now is held in one entry, in now's new segment (as
-      -- slidingwindow.Model.Holding), O(1) commands.
+      -- slidingwindow's model.Holding), O(1) commands.
       tn = max(floor_start(now, seg), tn)
       redis.call('DEL', log)
       redis.call('RPUSH', log, format('%d %d', tn, cn))
@@ -162,7 +162,7 @@ local function log_decide(K, now, p, op, limit, w, seg, arg)
   if n > 0 then total = upto(cn, true) end
 
   local granted, retry = true, -1
-  if op == 'u' then -- take back a grant, from the entry it was recorded in
+  if op == OP_REFUND then -- take back a grant, from the entry it was recorded in
     local i = search(0, n, function(i) return entry(i) >= arg end)
     -- An entry at another instant than the grant's is another grant's.
     if i < n and n - i <= MAX_REWRITE and entry(i) == arg then

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/tokenbucket"
 )
@@ -50,8 +51,8 @@ func TestRatesOfEveryMagnitude(t *testing.T) {
 		f    float64
 		want string
 	}{{1e20, "1.0e+20"}, {1000, "1000.0"}, {0.1, "0.1"}, {1.5e-9, "1.5e-09"}, {1e-9, "1.0e-09"}, {math.Inf(1), "+Inf"}} {
-		if s := luaNumber(tc.f); s != tc.want {
-			t.Errorf("luaNumber(%g) = %q, want %q", tc.f, s, tc.want)
+		if s := algo.LuaNumber(tc.f); s != tc.want {
+			t.Errorf("algo.LuaNumber(%g) = %q, want %q", tc.f, s, tc.want)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/conformance"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/redis"
@@ -32,7 +33,7 @@ func ceilMicro(d time.Duration) time.Duration {
 func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewSource(7))
-	for _, a := range ratelimittest.Algorithms() {
+	for _, a := range conformance.Algorithms() {
 		a := a
 		t.Run(a.Name, func(t *testing.T) {
 			var refusals int

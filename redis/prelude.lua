@@ -45,7 +45,7 @@ local function floor_start(t, p) return t - mod(t, p) end
 -- A weighted sliding window's estimate at now of the permits in the window
 -- of length sw ending at now, rounded up, from its state "start total prev"
 -- (see slidingwindow.lua; an instant older than the window's start counts
--- as the start): what slidingwindow.Model.Used says, which a reconfigured
+-- as the start): what slidingwindow's model.Used says, which a reconfigured
 -- window carries over.
 local function weighted_used(start, total, prev, sw, now)
   local e, x = max(now - start, 0), 0
@@ -182,11 +182,12 @@ local function earliest(lo, hi, guess, ok)
   return t
 end
 
--- The protocol (named in redis.go, beside opAcquire): ARGV is now,
--- permits, op ('a' acquire, 'w' wait, 'f' cancel a reservation, 'u' refund
--- a grant, 'r' release, 'n' renew), the parameters, the op's arguments.
--- A refused reservation's extra says why.
-local REFUSED_QUEUE_FULL, REFUSED_DEADLINE = 2, 3
+-- The protocol: ARGV is now, permits, op (OP_ACQUIRE, OP_WAIT, OP_CANCEL a
+-- reservation, OP_REFUND a grant, OP_RELEASE, OP_RENEW), the parameters,
+-- the op's arguments. The ops' names and the refusal codes
+-- (REFUSED_QUEUE_FULL, REFUSED_DEADLINE: a refused reservation's extra)
+-- are declared before this file by the Go side (script.go's protocolLua),
+-- which writes them once.
 
 -- The reply: granted (0/1), remaining, retry-after us (-1 unknown),
 -- reset-after us, extra (for a grant of a rate algorithm, the instant it

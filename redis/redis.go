@@ -39,18 +39,13 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"golang.org/x/time/rate"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/concurrency"
-	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/internal/leases"
-	"github.com/limitkit/ratelimit/slidinglog"
-	"github.com/limitkit/ratelimit/slidingwindow"
-	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
 // Limiter is a ratelimit.Limiter whose state lives in Redis. It is also a
@@ -196,52 +191,19 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 	cfg = check.Value(cfg)
 	s := &shape{client: client, direct: honoursDeadlines(client), o: o}
 	pm := &params{cfg: cfg, capacity: cfg.Capacity(), infos: leases.MakeInfos(cfg.Capacity()), queue: cfg.QueueOptions()}
-	us := func(field string, d time.Duration) (int64, error) {
-		if d%time.Microsecond != 0 {
-			return 0, fmt.Errorf("%w: redis: %s %v is not a whole number of microseconds", ratelimit.ErrInvalidConfig, field, d)
-		}
-		return int64(d / time.Microsecond), nil
+	d, err := algo.Of("redis", cfg)
+	if err != nil {
+		return nil, err
 	}
-	var err error
-	switch c := cfg.(type) {
-	case tokenbucket.Config:
-		var period int64
-		if period, err = us("Period", c.Period); err != nil {
-			return nil, err
-		}
-		s.script, s.reserves, s.suffixes = tokenBucketScript, true, []string{":tb"}
-		pm.unlimited = c.Rate == rate.Inf
-		pm.args = []interface{}{luaNumber(float64(c.Rate)), c.Burst, period, c.PerPeriod, check.QueueLimit(c.Queue), int(c.Queue.Order)}
-	case fixedwindow.Config:
-		var w int64
-		if w, err = us("Window", c.Window); err != nil {
-			return nil, err
-		}
-		s.script, pm.args, s.suffixes = fixedWindowScript, []interface{}{c.Limit, w}, []string{":fw"}
-	case slidingwindow.Config:
-		var w int64
-		if w, err = us("Window", c.Window); err != nil {
-			return nil, err
-		}
-		if c.Segments > 0 && w%int64(c.Segments) != 0 {
-			return nil, fmt.Errorf("%w: redis: Window %v must split into Segments %d of whole microseconds", ratelimit.ErrInvalidConfig, c.Window, c.Segments)
-		}
-		// Both forms declare each other's keys, to convert the other's
-		// state after a switch (see slidingwindow.lua).
-		s.script, pm.args, s.suffixes = slidingWindowScript, []interface{}{c.Limit, w, c.Segments}, []string{":sw", ":sgc", ":sgc:m"}
-	case slidinglog.Config:
-		var w int64
-		if w, err = us("Window", c.Window); err != nil {
-			return nil, err
-		}
-		s.script, pm.args, s.suffixes = slidingLogScript, []interface{}{c.Limit, w}, []string{":slc", ":slc:m"}
-	case concurrency.Config:
-		s.script, s.release = concurrencyScript, true
-		pm.args = []interface{}{c.Limit, int64(o.leaseTTL / time.Microsecond)}
-		s.suffixes = []string{":cc", ":cc:n"}
-	default:
-		return nil, fmt.Errorf("%w: redis: unsupported config type %T", ratelimit.ErrInvalidConfig, cfg)
+	enc, err := d.Redis(algo.RedisOptions{LeaseTTL: o.leaseTTL})
+	if err != nil {
+		return nil, err
 	}
+	if s.script, err = scriptOf(enc.Lua); err != nil {
+		return nil, err
+	}
+	s.suffixes, s.reserves, s.release = enc.Suffixes, enc.Reserves, enc.Holds
+	pm.args, pm.unlimited = enc.Args, enc.Unlimited
 	s.p.Store(pm)
 	return s, nil
 }

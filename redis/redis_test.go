@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/conformance"
 	"github.com/limitkit/ratelimit/internal/redistest"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/redis"
@@ -23,7 +24,7 @@ var keySeq atomic.Int64
 
 // factory builds limiters on client, each under a fresh key, with the time
 // pinned to the suite's clock, or Redis's own with a nil clock.
-func factory(client goredis.UniversalClient, opts ...redis.Option) ratelimittest.Factory {
+func factory(client goredis.UniversalClient, opts ...redis.Option) conformance.Factory {
 	return func(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock) ratelimit.Limiter {
 		if clock != nil {
 			opts = append(opts[:len(opts):len(opts)], redis.WithClock(clock))
@@ -59,35 +60,35 @@ func clusterClient(t testing.TB) *goredis.ClusterClient {
 func TestConformanceMiniredis(t *testing.T) {
 	t.Parallel() // in-process Lua: overlaps with the tests that wait on servers
 	_, c := miniClient(t)
-	ratelimittest.Run(t, factory(c), ratelimittest.Tick(time.Microsecond))
+	conformance.Run(t, factory(c), conformance.Tick(time.Microsecond))
 }
 
 func TestConformanceRedis(t *testing.T) {
-	ratelimittest.Run(t, factory(realClient(t)), ratelimittest.Tick(time.Microsecond))
+	conformance.Run(t, factory(realClient(t)), conformance.Tick(time.Microsecond))
 }
 
 func TestExtremesRedis(t *testing.T) {
-	ratelimittest.RunExtremes(t, factory(realClient(t)), ratelimittest.Tick(time.Microsecond))
+	conformance.RunExtremes(t, factory(realClient(t)), conformance.Tick(time.Microsecond))
 }
 
 // TestRealClock: the bounds on Redis's own clock, 16 goroutines sharing a
 // client (their decisions batched), and without coalescing.
 func TestRealClock(t *testing.T) {
 	c := realClient(t)
-	t.Run("Coalesced", func(t *testing.T) { ratelimittest.RunRealClock(t, factory(c)) })
-	t.Run("WithoutCoalescing", func(t *testing.T) { ratelimittest.RunRealClock(t, factory(c, redis.WithoutCoalescing())) })
+	t.Run("Coalesced", func(t *testing.T) { conformance.RunRealClock(t, factory(c)) })
+	t.Run("WithoutCoalescing", func(t *testing.T) { conformance.RunRealClock(t, factory(c, redis.WithoutCoalescing())) })
 }
 
 // TestConformanceWithoutCoalescing: the suite, hammer included, with every
 // decision its own script call (the other suites batch concurrent ones).
 func TestConformanceWithoutCoalescing(t *testing.T) {
-	ratelimittest.Run(t, factory(realClient(t), redis.WithoutCoalescing()), ratelimittest.Tick(time.Microsecond))
+	conformance.Run(t, factory(realClient(t), redis.WithoutCoalescing()), conformance.Tick(time.Microsecond))
 }
 
 // TestConformanceCluster runs on the real 3-node cluster (a batch carries
 // the keys of one hash slot, so of one node).
 func TestConformanceCluster(t *testing.T) {
-	ratelimittest.Run(t, factory(clusterClient(t)), ratelimittest.Tick(time.Microsecond))
+	conformance.Run(t, factory(clusterClient(t)), conformance.Tick(time.Microsecond))
 }
 
 // TestConformanceRing runs on a go-redis Ring of two real servers (keys are
@@ -97,7 +98,7 @@ func TestConformanceRing(t *testing.T) {
 		"a": redistest.Start(t).Addr, "b": redistest.Start(t).Addr,
 	}})
 	t.Cleanup(func() { ring.Close() })
-	ratelimittest.Run(t, factory(ring), ratelimittest.Tick(time.Microsecond))
+	conformance.Run(t, factory(ring), conformance.Tick(time.Microsecond))
 }
 
 // TestConformanceSentinel runs through a Sentinel-discovered master
@@ -105,7 +106,7 @@ func TestConformanceRing(t *testing.T) {
 func TestConformanceSentinel(t *testing.T) {
 	c := goredis.NewUniversalClient(&goredis.UniversalOptions{MasterName: "limitkit", Addrs: []string{redistest.Sentinel(t)}})
 	t.Cleanup(func() { c.Close() })
-	ratelimittest.Run(t, factory(c), ratelimittest.Tick(time.Microsecond))
+	conformance.Run(t, factory(c), conformance.Tick(time.Microsecond))
 }
 
 // waitTimers returns once n timers are pending on clock: n goroutines

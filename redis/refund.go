@@ -16,7 +16,7 @@ import (
 // them back from where the grant was counted (the grant's instant is the
 // lease's token), as if they had never been granted, and only what still
 // counts: tokens less what refilled since the grant (as
-// tokenbucket.Model.Refund), a window's count while it is the current or
+// tokenbucket's model.Refund), a window's count while it is the current or
 // previous one, the log's entry (sliding log, segmented window) while it is
 // in the window; a grant followed by more than 128 newer log entries is not
 // taken back, which bounds the script's work. For a concurrency lease it is

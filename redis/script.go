@@ -3,49 +3,58 @@ package redis
 import (
 	"context"
 	"crypto/sha1"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/limitkit/ratelimit"
 )
+
+// The scripts' parts: prelude.lua, one .lua file or two per algorithm
+// (named by its descriptor, see algo.Redis.Lua), and batch.lua.
+//
+//go:embed *.lua
+var luaFiles embed.FS
 
 var (
-	//go:embed prelude.lua
-	prelude string
-	//go:embed tokenbucket.lua
-	tokenBucketLua string
-	//go:embed fixedwindow.lua
-	fixedWindowLua string
-	//go:embed log.lua
-	logLua string
-	//go:embed slidingwindow.lua
-	slidingWindowLua string
-	//go:embed slidinglog.lua
-	slidingLogLua string
-	//go:embed concurrency.lua
-	concurrencyLua string
-
-	//go:embed batch.lua
-	batchLua string
-
-	tokenBucketScript   = script(tokenBucketLua)
-	fixedWindowScript   = script(fixedWindowLua)
-	slidingWindowScript = script(logLua + slidingWindowLua)
-	slidingLogScript    = script(logLua + slidingLogLua)
-	concurrencyScript   = script(concurrencyLua)
+	prelude  = lua("prelude")
+	batchLua = lua("batch")
+	scripts  sync.Map // the parts joined by "+" -> *luaScript
 )
 
-// script composes an algorithm's script: the prelude, the algorithm, which
-// defines decide(K, ARGV) for one decision on the keys K, and batch.lua, which calls it once
-// or for each decision of a batch (see coalesce.go).
-func script(algorithm string) *luaScript {
-	src := prelude + algorithm + batchLua
-	h := sha1.Sum([]byte(src))
-	return &luaScript{src: src, hash: hex.EncodeToString(h[:])}
+// lua is the source of the part called name ("" when there is none).
+func lua(name string) string {
+	b, _ := luaFiles.ReadFile(name + ".lua")
+	return string(b)
+}
+
+// scriptOf composes, once, the script of an algorithm made of parts: the
+// protocol's names (protocolLua), the prelude, the parts, which define decide(K, ARGV) for one decision on the
+// keys K, and batch.lua, which calls it once or for each decision of a
+// batch (see coalesce.go).
+func scriptOf(parts []string) (*luaScript, error) {
+	name := strings.Join(parts, "+")
+	if s, ok := scripts.Load(name); ok {
+		return s.(*luaScript), nil
+	}
+	var src strings.Builder
+	src.WriteString(protocolLua)
+	src.WriteString(prelude)
+	for _, p := range parts {
+		l := lua(p)
+		if l == "" {
+			return nil, fmt.Errorf("%w: redis: no script %s.lua", ratelimit.ErrInvalidConfig, p)
+		}
+		src.WriteString(l)
+	}
+	src.WriteString(batchLua)
+	h := sha1.Sum([]byte(src.String()))
+	s, _ := scripts.LoadOrStore(name, &luaScript{src: src.String(), hash: hex.EncodeToString(h[:])})
+	return s.(*luaScript), nil
 }
 
 // A luaScript is called by its SHA1 digest (EVALSHA), and with its source
@@ -87,6 +96,14 @@ const (
 	refusedQueueFull = 2
 	refusedDeadline  = 3
 )
+
+// protocolLua declares the protocol's names for the scripts, before the
+// prelude of every script, so that the ops and refusal codes above are
+// written once.
+var protocolLua = fmt.Sprintf(`-- The script protocol, declared by the redis package's script.go.
+local OP_ACQUIRE, OP_WAIT, OP_CANCEL, OP_REFUND, OP_RELEASE, OP_RENEW = '%s', '%s', '%s', '%s', '%s', '%s'
+local REFUSED_QUEUE_FULL, REFUSED_DEADLINE = %d, %d
+`, opAcquire, opWait, opCancel, opRefund, opRelease, opRenew, refusedQueueFull, refusedDeadline)
 
 // reply is what every script returns. Durations travel in microseconds.
 type reply struct {
@@ -217,25 +234,6 @@ func (l *Limiter) lone(own []interface{}) evalCall {
 	c := l.script.call(l.keys, len(own)+len(pa))
 	c.cmd = append(append(append(c.cmd, own[:headLen]...), pa...), own[headLen:]...)
 	return c
-}
-
-// luaNumber formats f for the scripts' tonumber: exactly (the shortest
-// form that reads back as f), and with a decimal point, without which
-// gopher-lua's tonumber (miniredis's) reads no exponent and no more than
-// 19 digits: "1e+20" is sent as "1.0e+20". rate.Inf (which reaches a
-// script only in a reservation's cancel) is "+Inf", which strtod reads.
-func luaNumber(f float64) string {
-	s := strconv.FormatFloat(f, 'g', -1, 64)
-	if math.IsInf(f, 0) {
-		return s
-	}
-	switch i := strings.IndexByte(s, 'e'); {
-	case strings.IndexByte(s, '.') >= 0:
-		return s
-	case i >= 0:
-		return s[:i] + ".0" + s[i:]
-	}
-	return s + ".0"
 }
 
 // headLen is the number of arguments of a decision's head.

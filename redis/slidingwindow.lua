@@ -1,5 +1,5 @@
--- Sliding window. ARGV: now, permits, op ('a' acquire, 'u' refund a
--- grant), limit, window (us), segments, then for 'u' the grant's instant.
+-- Sliding window. ARGV: now, permits, op (OP_ACQUIRE, OP_REFUND: refund a
+-- grant), limit, window (us), segments, then for OP_REFUND the grant's instant.
 -- Segmented (segments > 0): a log of the segments that hold grants (see
 -- log.lua; K[1] and K[2]), whose instants are segment starts (w /
 -- segments is exact: New checks that the window is a multiple): O(log
@@ -7,19 +7,19 @@
 -- O(segments). Weighted (segments == 0): K[1] is "start total prev
 -- window" (window, the length in us the state was counted under, is
 -- missing in states written before it was recorded: the current one).
--- Same decisions as slidingwindow.Model. A grant's instant (the reply's
+-- Same decisions as slidingwindow's model. A grant's instant (the reply's
 -- extra) is one of the segment or window it was counted in.
 --
 -- Reconfigured to another window length, the weighted counter holds the
 -- old window's estimate of the permits in the window at now, rounded up,
 -- as the count of now's window of the new length, the previous one empty
--- (as slidingwindow.Model.Holding), and stores that state whatever the
+-- (as slidingwindow's model.Holding), and stores that state whatever the
 -- decision. The segmented form's layout is in its log (see log.lua).
 --
 -- Both forms are given the three keys: K[1] the weighted state, K[2] and
 -- K[3] the log. Switched from one form to the other, a form that finds
 -- none of its own state and the other's converts it (as memory does:
--- slidingwindow.Model.Used by the old form, Holding by the new one) and
+-- slidingwindow's model.Used by the old form, Holding by the new one) and
 -- deletes the other's keys, so that a switch back counts nothing twice:
 -- the log's permits in its window at now become the count of now's window
 -- (weighted, the previous one empty); the weighted estimate at now under
@@ -77,7 +77,7 @@ local function decide(K, ARGV)
 
   local function save() store(key, reset_after(), '%d %d %d %d', start, total, prev, w) end
 
-  if op == 'u' then -- take back a grant while its window counts
+  if op == OP_REFUND then -- take back a grant while its window counts
     local fs = floor_start(tonumber(ARGV[7]), w)
     if fs == start and total > 0 then
       total = total - min(p, total)

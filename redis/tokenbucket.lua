@@ -4,10 +4,10 @@
 -- 0 for continuous refill, is missing in states written before it was
 -- recorded: the current one). ARGV: now, permits, op, rate (tokens/s; 0 for interval refill),
 -- burst, period (us), per period, queue limit, queue order (0 OldestFirst,
--- 1 NewestFirst), then op's argument. op: 'a' acquire; 'w' wait: acquire,
+-- 1 NewestFirst), then op's argument. op: OP_ACQUIRE; OP_WAIT: acquire,
 -- else reserve (argument: the most us the caller can wait, -1 for no
--- bound); 'f' refund a cancelled reservation (argument: 0); 'u' refund a
--- grant (argument: its instant). The arithmetic repeats tokenbucket.Model's
+-- bound); OP_CANCEL: refund a cancelled reservation (argument: 0); OP_REFUND: refund a
+-- grant (argument: its instant). The arithmetic repeats tokenbucket's model's
 -- float64 operations in the same order, on instants that are whole
 -- microseconds, so decisions are the same bit for bit.
 --
@@ -64,7 +64,7 @@ local function fits(x)
 end
 
 -- The earliest instant (us), from now on, at which need tokens can be taken
--- from the bucket (tokens, last): tokenbucket.Model.When, rounded up to
+-- from the bucket (tokens, last): tokenbucket's model.When, rounded up to
 -- the microsecond; FAR_US when none before it. need may be 0.
 local function when(need)
   local cur, l = at(now)
@@ -125,7 +125,7 @@ local function decide_bucket(K, ARGV)
 
   local cur, l = at(now)
 
-  if op == 'u' then -- refund a grant made at instant arg (tokenbucket.Model.Refund)
+  if op == OP_REFUND then -- refund a grant made at instant arg (tokenbucket's model.Refund)
     -- Up to what refilled from arg to last may have been lost to the burst
     -- had the grant not been made: held back. From last to now the loss is
     -- replayed exactly: the credit goes in before that refill clamps.
@@ -142,7 +142,7 @@ local function decide_bucket(K, ARGV)
     return reply(true, max(0, floor(x)), -1, reset_after(x, l), 0)
   end
 
-  if op == 'f' then -- refund a cancelled reservation: the bucket is in debt, nothing was lost
+  if op == OP_CANCEL then -- refund a cancelled reservation: the bucket is in debt, nothing was lost
     -- The horizon stays: the waiters reserved after the cancelled one keep
     -- the due instants they were given and sleep in their own processes,
     -- which no script can wake earlier; a newcomer still waits behind them.
@@ -167,8 +167,8 @@ local function decide_bucket(K, ARGV)
   end
 
   local due = when(want)
-  if behind or (op == 'w' and p > 0) then due = max(due, horizon) end
-  if op ~= 'w' or p == 0 then -- refusal, with the exact wait
+  if behind or (op == OP_WAIT and p > 0) then due = max(due, horizon) end
+  if op ~= OP_WAIT or p == 0 then -- refusal, with the exact wait
     return reply(false, rem, due - now, reset_after(cur, l))
   end
 

@@ -30,16 +30,16 @@ const ms = int64(time.Millisecond)
 // step is one request and the decision expected for it.
 type step = modeltest.Step
 
-func run(t *testing.T, m *Model, s State, steps []step) State {
+func run(t *testing.T, m *model, s state, steps []step) state {
 	t.Helper()
 	return modeltest.Run(t, m.Step, t0, s, steps)
 }
 
-func model(t *testing.T, c Config) *Model { t.Helper(); return modeltest.New(t, NewModel, c) }
+func mustModel(t *testing.T, c Config) *model { t.Helper(); return modeltest.New(t, newModel, c) }
 
 // TestStep: Limit 3 in any 500ms; a grant leaves the window 500ms after it.
 func TestStep(t *testing.T) {
-	m := model(t, Config{Limit: 3, Window: 500 * time.Millisecond})
+	m := mustModel(t, Config{Limit: 3, Window: 500 * time.Millisecond})
 	run(t, m, m.Initial(), []step{
 		{t0, 1, true, 2, 0},
 		{t1, 2, true, 0, 0},
@@ -60,7 +60,7 @@ func TestStep(t *testing.T) {
 // in the wrong order. At T+0.2s a request for 2 must wait for both to
 // leave: RetryAfter exact, and InitialAt no earlier than T+Window.
 func TestOlderGrantKeptInOrder(t *testing.T) {
-	m := model(t, Config{Limit: 2, Window: time.Second})
+	m := mustModel(t, Config{Limit: 2, Window: time.Second})
 	T := t9
 	s := run(t, m, m.Initial(), []step{
 		{T, 1, true, 1, 0},
@@ -89,7 +89,7 @@ func TestOlderGrantKeptInOrder(t *testing.T) {
 // permits pass within 0.6s with Limit 2. TestOutOfOrder's bound, checked
 // at decision instants, covers this in general.
 func TestRefusalInstantForgotten(t *testing.T) {
-	m := model(t, Config{Limit: 2, Window: time.Second})
+	m := mustModel(t, Config{Limit: 2, Window: time.Second})
 	T := t0
 	run(t, m, m.Initial(), []step{
 		{T, 1, true, 1, 0},
@@ -100,7 +100,7 @@ func TestRefusalInstantForgotten(t *testing.T) {
 	// A status check at T+1s drops T's entry; a grant decided after it
 	// with the clock read at T+0.5s finds the log empty and is recorded at
 	// T+0.5s, so it leaves at T+1.5s, 0.5s after it was decided.
-	m = model(t, Config{Limit: 1, Window: time.Second})
+	m = mustModel(t, Config{Limit: 1, Window: time.Second})
 	run(t, m, m.Initial(), []step{
 		{T, 1, true, 0, 0},
 		{T + 1000*ms, 0, true, 1, 0},
@@ -111,8 +111,8 @@ func TestRefusalInstantForgotten(t *testing.T) {
 
 // ---- sliding log ----
 
-func simOf(m *Model) modeltest.Sim[State] {
-	return modeltest.Sim[State]{
+func simOf(m *model) modeltest.Sim[state] {
+	return modeltest.Sim[state]{
 		Capacity:  m.limit,
 		Initial:   m.Initial,
 		Step:      m.Step,
@@ -127,7 +127,7 @@ func simOf(m *Model) modeltest.Sim[State] {
 
 // checkBound checks that the grants in any half-open interval of length
 // Window add up to at most Limit.
-func checkBound(t *testing.T, m *Model, gs []modeltest.Grant, cs []modeltest.Call) {
+func checkBound(t *testing.T, m *model, gs []modeltest.Grant, cs []modeltest.Call) {
 	t.Helper()
 	var sum int64
 	i := 0
@@ -159,7 +159,7 @@ var randomConfigs = []modeltest.Random[Config]{
 // bound, RetryAfter and InitialAt at every step.
 func TestOutOfOrder(t *testing.T) {
 	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
-		m := model(t, c)
+		m := mustModel(t, c)
 		modeltest.CheckOutOfOrder(t, simOf(m), gap, m.window, func(gs []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, gs, cs) })
 	})
 }
@@ -167,7 +167,7 @@ func TestOutOfOrder(t *testing.T) {
 // TestCloneIsDeep: Step on a clone leaves the original deciding as a replay
 // of its calls does.
 func TestCloneIsDeep(t *testing.T) {
-	m := model(t, Config{Limit: 10, Window: 500 * time.Millisecond})
+	m := mustModel(t, Config{Limit: 10, Window: 500 * time.Millisecond})
 	modeltest.CheckCloneIsDeep(t, simOf(m), 400, 40*ms, 500*ms, 200*ms)
 }
 
@@ -183,13 +183,13 @@ func TestExtremeConfigs(t *testing.T) {
 			Config{Limit: limit, Window: check.MaxDuration - 1},
 		)
 	}
-	modeltest.CheckExtremeConfigs(t, cfgs, false, func(t *testing.T, c Config) (modeltest.Sim[State], []int64) {
-		m := model(t, c)
+	modeltest.CheckExtremeConfigs(t, cfgs, false, func(t *testing.T, c Config) (modeltest.Sim[state], []int64) {
+		m := mustModel(t, c)
 		return simOf(m), []int64{0, 1, m.window / 2, m.window - 1, m.window}
 	})
 	t.Run("many entries", func(t *testing.T) {
 		const n = 20000
-		m := model(t, Config{Limit: n, Window: check.MaxDuration})
+		m := mustModel(t, Config{Limit: n, Window: check.MaxDuration})
 		modeltest.Within(t, 10*time.Second, "the model", func(errorf func(string, ...any)) {
 			sm := simOf(m)
 			s := m.Initial()
@@ -231,7 +231,7 @@ func TestExtremeConfigs(t *testing.T) {
 // is checked to admit never more than without the grant.
 func TestRefundSameInstant(t *testing.T) {
 	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
-		m := model(t, c)
+		m := mustModel(t, c)
 		modeltest.CheckRefundSameInstant(t, simOf(m), gap, m.window)
 	})
 }
@@ -240,7 +240,7 @@ func TestRefundSameInstant(t *testing.T) {
 // gives nothing back, even when a Step has dropped its entry and a later
 // grant's entry is the oldest at or after its instant.
 func TestRefundAfterWindowEnded(t *testing.T) {
-	m := model(t, Config{Limit: 2, Window: time.Second})
+	m := mustModel(t, Config{Limit: 2, Window: time.Second})
 	T := t0
 	s := run(t, m, m.Initial(), []step{
 		{T, 1, true, 1, 0},
@@ -269,7 +269,7 @@ func TestRefundAfterWindowEnded(t *testing.T) {
 // refunded keep within Limit in any Window.
 func TestRefundNeverExceedsBound(t *testing.T) {
 	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
-		m := model(t, c)
+		m := mustModel(t, c)
 		// In order: the refunds alone are under test here.
 		// A refund in a call's place, at the newest instant decided.
 		modeltest.CheckRefundsKeepBound(t, simOf(m), gap, 0, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })

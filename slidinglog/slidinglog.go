@@ -27,7 +27,9 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/engine"
 	"github.com/limitkit/ratelimit/internal/timelog"
 )
 
@@ -58,35 +60,36 @@ func (c Config) Capacity() int64 { return int64(c.Limit) }
 // QueueOptions returns c.Queue.
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
 
-// State is the total of the permits in the log, and the log of grants:
+// state is the total of the permits in the log, and the log of grants:
 // nil until the first decision. Step updates the log in place; Clone
 // copies it.
 //
-// State is two words, so that Go passes it in registers.
-type State struct {
+// state is two words, so that Go passes it in registers.
+type state struct {
 	total int64
 	log   *timelog.Log
 }
 
-// Model is the reference model of a validated Config.
-type Model struct {
-	limit  int64
-	window int64
+// model is the reference model of a validated Config.
+type model struct {
+	engine.Defaults[state] // the optional methods its Caps leave out
+	limit                  int64
+	window                 int64
 }
 
-// NewModel validates c and returns its model.
-func NewModel(c Config) (Model, error) {
+// newModel validates c and returns its model.
+func newModel(c Config) (model, error) {
 	if err := c.Validate(); err != nil {
-		return Model{}, err
+		return model{}, err
 	}
-	return Model{limit: int64(c.Limit), window: int64(c.Window)}, nil
+	return model{limit: int64(c.Limit), window: int64(c.Window)}, nil
 }
 
 // Initial is an empty log.
-func (m *Model) Initial() State { return State{} }
+func (m *model) Initial() state { return state{} }
 
 // Clone returns a copy of s that Step may change without changing s.
-func (m *Model) Clone(s State) State {
+func (m *model) Clone(s state) state {
 	s.log = s.log.Clone()
 	return s
 }
@@ -94,7 +97,7 @@ func (m *Model) Clone(s State) State {
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal changes nothing but dropping expired entries; its RetryAfter is
 // when enough of the oldest grants leave the window.
-func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+func (m *model) Step(s state, now, permits int64) (state, ratelimit.Decision) {
 	if s.log == nil {
 		s.log = new(timelog.Log)
 	}
@@ -108,12 +111,12 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 
 // Used is the number of permits s counts at now, against any limit: a
 // reconfigured limiter carries it over (see Holding).
-func (m *Model) Used(s State, now int64) int64 { return s.total - s.log.Expired(now, m.window) }
+func (m *model) Used(s state, now int64) int64 { return s.total - s.log.Expired(now, m.window) }
 
 // Holding is the state in which used permits, any number, were granted at
 // now. A reconfigured limiter carries its count over so.
-func (m *Model) Holding(now, used int64) State {
-	s := State{log: new(timelog.Log)}
+func (m *model) Holding(now, used int64) state {
+	s := state{log: new(timelog.Log)}
 	s.total, _ = s.log.Step(0, now, used, used, m.window, 1)
 	return s
 }
@@ -121,7 +124,7 @@ func (m *Model) Holding(now, used int64) State {
 // Made is the instant a decision read at now, which left s, was made at:
 // now, or the latest instant of a decision, where an older one is recorded.
 // A grant's refund takes it as at.
-func (m *Model) Made(s State, now int64) int64 {
+func (m *model) Made(s state, now int64) int64 {
 	if s.log == nil {
 		return now
 	}
@@ -131,7 +134,7 @@ func (m *Model) Made(s State, now int64) int64 {
 // Refund takes back permits granted at instant at, as if they had not
 // been granted, while that grant is in the window at now (see
 // timelog.Log.Refund).
-func (m *Model) Refund(s State, now, at, permits int64) State {
+func (m *model) Refund(s state, now, at, permits int64) state {
 	if s.log != nil {
 		s.total -= s.log.Refund(now, at, m.window, permits)
 	}
@@ -140,14 +143,36 @@ func (m *Model) Refund(s State, now, at, permits int64) State {
 
 // Available is the number of permits that could be granted at now; it reads
 // s without changing it.
-func (m *Model) Available(s State, now int64) int64 {
+func (m *model) Available(s state, now int64) int64 {
 	return m.limit - s.total + s.log.Expired(now, m.window)
 }
 
 // InitialAt is the instant from which s, left alone, is an empty log.
-func (m *Model) InitialAt(s State) int64 {
+func (m *model) InitialAt(s state) int64 {
 	if s.log.Empty() {
 		return math.MinInt64
 	}
 	return check.Add(s.log.Newest(), m.window)
+}
+
+// Caps: grants can be refunded, the log is shared by copies of a state,
+// and the count carries over a reconfiguration.
+func (m *model) Caps() engine.Caps { return engine.Refunds | engine.Clones | engine.Holds }
+
+func init() {
+	algo.Register(&algo.Algorithm[Config, state]{
+		Name: pkg,
+		Model: func(c Config) (engine.Model[state], error) {
+			m, err := newModel(c)
+			return &m, err
+		},
+		Redis: func(c Config, _ algo.RedisOptions) (algo.Redis, error) {
+			w, err := algo.Micros("Window", c.Window)
+			if err != nil {
+				return algo.Redis{}, err
+			}
+			return algo.Redis{Lua: []string{"log", "slidinglog"}, Suffixes: []string{":slc", ":slc:m"}, Args: []any{c.Limit, w}}, nil
+		},
+		Window: func(c Config) time.Duration { return c.Window },
+	})
 }

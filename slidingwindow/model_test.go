@@ -27,12 +27,12 @@ var (
 // step is one request and the decision expected for it.
 type step = modeltest.Step
 
-func run(t *testing.T, m *Model, s State, steps []step) State {
+func run(t *testing.T, m *model, s state, steps []step) state {
 	t.Helper()
 	return modeltest.Run(t, m.Step, t0, s, steps)
 }
 
-func model(t *testing.T, c Config) *Model { t.Helper(); return modeltest.New(t, NewModel, c) }
+func mustModel(t *testing.T, c Config) *model { t.Helper(); return modeltest.New(t, newModel, c) }
 
 const ms = int64(time.Millisecond)
 
@@ -41,7 +41,7 @@ const ms = int64(time.Millisecond)
 // Limit can be 450ms apart (the doc's example: at 450ms and at 900ms), less
 // than a Window: 2×Limit within one Window's length, not Limit×(1+1/5).
 func TestStepSegmented(t *testing.T) {
-	m := model(t, Config{Limit: 10, Window: 500 * time.Millisecond, Segments: 5})
+	m := mustModel(t, Config{Limit: 10, Window: 500 * time.Millisecond, Segments: 5})
 	run(t, m, m.Initial(), []step{
 		{t0 + 450*ms, 10, true, 0, 0},
 		{t0 + 450*ms, 1, false, 0, 450 * time.Millisecond}, // its segment [400ms, 500ms) leaves at 900ms
@@ -49,7 +49,7 @@ func TestStepSegmented(t *testing.T) {
 		{t0 + 900*ms, 10, true, 0, 0},
 		{t0 + 900*ms, 0, false, 0, 500 * time.Millisecond},
 	})
-	m = model(t, Config{Limit: 3, Window: 300 * time.Millisecond, Segments: 3})
+	m = mustModel(t, Config{Limit: 3, Window: 300 * time.Millisecond, Segments: 3})
 	run(t, m, m.Initial(), []step{
 		{t0, 1, true, 2, 0},
 		{t1, 1, true, 1, 0},
@@ -64,7 +64,7 @@ func TestStepSegmented(t *testing.T) {
 // TestStepWeighted: Limit 10, Window 1s. The previous window's 10 weigh 9
 // once a tenth of the next window has passed.
 func TestStepWeighted(t *testing.T) {
-	m := model(t, Config{Limit: 10, Window: time.Second})
+	m := mustModel(t, Config{Limit: 10, Window: time.Second})
 	run(t, m, m.Initial(), []step{
 		{t5, 10, true, 0, 0},
 		{t5, 1, false, 0, 600 * time.Millisecond},
@@ -79,14 +79,14 @@ func TestStepWeighted(t *testing.T) {
 // the state's newest segment counts in that segment, so it comes back no
 // earlier than one decided a moment later.
 func TestOlderInstantCountsInNewestSegment(t *testing.T) {
-	m := model(t, Config{Limit: 2, Window: 300 * time.Millisecond, Segments: 3})
+	m := mustModel(t, Config{Limit: 2, Window: 300 * time.Millisecond, Segments: 3})
 	run(t, m, m.Initial(), []step{
 		{t5, 0, true, 2, 0}, // moves the ring to t5's segment
 		{t1, 2, true, 0, 0}, // counted in t5's segment, not t1's
 		{t0 + 700*ms, 1, false, 0, 100 * time.Millisecond},
 		{t0 + 800*ms, 2, true, 0, 0},
 	})
-	m = model(t, Config{Limit: 2, Window: 300 * time.Millisecond})
+	m = mustModel(t, Config{Limit: 2, Window: 300 * time.Millisecond})
 	run(t, m, m.Initial(), []step{
 		{t9, 0, true, 2, 0},
 		{t5, 2, true, 0, 0}, // counted in t9's window [t0+900ms, t0+1200ms)
@@ -96,12 +96,12 @@ func TestOlderInstantCountsInNewestSegment(t *testing.T) {
 
 // ---- sliding window ----
 
-func simOf(m *Model) modeltest.Sim[State] {
+func simOf(m *model) modeltest.Sim[state] {
 	end := func(at int64) int64 { return check.FloorStart(at, m.seg) + m.window }
 	if m.segments == 0 {
 		end = func(at int64) int64 { return check.FloorStart(at, m.window) + 2*m.window }
 	}
-	return modeltest.Sim[State]{
+	return modeltest.Sim[state]{
 		Capacity:  m.limit,
 		Initial:   m.Initial,
 		Step:      m.Step,
@@ -139,7 +139,7 @@ func spanMax(gs []modeltest.Grant, span int64) (most int64, from, to int) {
 // span of Window. Weighted: at most Limit in each epoch-aligned window (its
 // current window's count alone must fit); over a sliding window there is no
 // hard bound.
-func checkBound(t *testing.T, m *Model, gs []modeltest.Grant, cs []modeltest.Call) {
+func checkBound(t *testing.T, m *model, gs []modeltest.Grant, cs []modeltest.Call) {
 	t.Helper()
 	fail := func(what string, n, limit int64, from, to int) {
 		t.Helper()
@@ -194,7 +194,7 @@ var randomConfigs = []modeltest.Random[Config]{
 // bounds, RetryAfter and InitialAt.
 func TestOutOfOrder(t *testing.T) {
 	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
-		m := model(t, c)
+		m := mustModel(t, c)
 		modeltest.CheckOutOfOrder(t, simOf(m), gap, m.window, func(gs []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, gs, cs) })
 	})
 }
@@ -202,7 +202,7 @@ func TestOutOfOrder(t *testing.T) {
 // TestCloneIsDeep: Step on a clone leaves the original deciding as a replay
 // of its calls does.
 func TestCloneIsDeep(t *testing.T) {
-	m := model(t, Config{Limit: 10, Window: 500 * time.Millisecond, Segments: 5})
+	m := mustModel(t, Config{Limit: 10, Window: 500 * time.Millisecond, Segments: 5})
 	modeltest.CheckCloneIsDeep(t, simOf(m), 500, 40*ms, 500*ms, 200*ms)
 }
 
@@ -230,8 +230,8 @@ func TestExtremeConfigs(t *testing.T) {
 	}
 	// A refused request after the grant, so that the probes see a state
 	// that has decided twice at base.
-	modeltest.CheckExtremeConfigs(t, cfgs, true, func(t *testing.T, c Config) (modeltest.Sim[State], []int64) {
-		m := model(t, c)
+	modeltest.CheckExtremeConfigs(t, cfgs, true, func(t *testing.T, c Config) (modeltest.Sim[state], []int64) {
+		m := mustModel(t, c)
 		return simOf(m), []int64{0, 1, m.seg, m.window / 2, m.window - 1, m.window, 2*m.window - 1}
 	})
 }
@@ -246,7 +246,7 @@ func TestExtremeConfigs(t *testing.T) {
 // is checked to admit never more than without the grant.
 func TestRefundSameInstant(t *testing.T) {
 	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
-		m := model(t, c)
+		m := mustModel(t, c)
 		modeltest.CheckRefundSameInstant(t, simOf(m), gap, m.window)
 	})
 }
@@ -254,7 +254,7 @@ func TestRefundSameInstant(t *testing.T) {
 // TestRefundAfterWindowEnded: a refund of a grant that no longer counts
 // gives nothing back, whatever was granted since.
 func TestRefundAfterWindowEnded(t *testing.T) {
-	m := model(t, Config{Limit: 2, Window: 300 * time.Millisecond, Segments: 3})
+	m := mustModel(t, Config{Limit: 2, Window: 300 * time.Millisecond, Segments: 3})
 	s := run(t, m, m.Initial(), []step{
 		{t0, 2, true, 0, 0},
 		{t0 + 300*ms, 2, true, 0, 0}, // t0's segment has left
@@ -262,7 +262,7 @@ func TestRefundAfterWindowEnded(t *testing.T) {
 	s = m.Refund(s, t0+300*ms, t0, 2)
 	run(t, m, s, []step{{t0 + 300*ms, 1, false, 0, 300 * time.Millisecond}})
 
-	m = model(t, Config{Limit: 2, Window: 300 * time.Millisecond})
+	m = mustModel(t, Config{Limit: 2, Window: 300 * time.Millisecond})
 	s = run(t, m, m.Initial(), []step{
 		{t0, 2, true, 0, 0},
 		{t0 + 600*ms, 2, true, 0, 0}, // t0's window weighs nothing any more
@@ -277,7 +277,7 @@ func TestRefundAfterWindowEnded(t *testing.T) {
 // refunded keep within the bounds.
 func TestRefundNeverExceedsBound(t *testing.T) {
 	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
-		m := model(t, c)
+		m := mustModel(t, c)
 		// A refund in a call's place, at the newest instant decided.
 		modeltest.CheckRefundsKeepBound(t, simOf(m), gap, m.window, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })
 	})

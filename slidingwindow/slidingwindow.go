@@ -48,7 +48,9 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/engine"
 	"github.com/limitkit/ratelimit/internal/timelog"
 )
 
@@ -92,34 +94,35 @@ func (c Config) Capacity() int64 { return int64(c.Limit) }
 // QueueOptions returns c.Queue.
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
 
-// State of a sliding window. Segmented: the log of the segments with
+// state of a sliding window. Segmented: the log of the segments with
 // grants (entries at segment starts) and their total. Weighted: the
 // current fixed window's start, its count and the previous window's
 // count. Instants are nanoseconds since the Unix epoch. Step updates the
 // log in place; Clone copies it.
 //
-// State is four words, so that Go passes it in registers.
-type State struct {
+// state is four words, so that Go passes it in registers.
+type state struct {
 	start int64 // weighted only
 	total int64
 	prev  int64        // weighted only
 	log   *timelog.Log // segmented only
 }
 
-// Model is the reference model of a validated Config.
-type Model struct {
-	limit    int64
-	window   int64
-	segments int64
-	seg      int64 // segment length
+// model is the reference model of a validated Config.
+type model struct {
+	engine.Defaults[state] // the optional methods its Caps leave out
+	limit                  int64
+	window                 int64
+	segments               int64
+	seg                    int64 // segment length
 }
 
-// NewModel validates c and returns its model.
-func NewModel(c Config) (Model, error) {
+// newModel validates c and returns its model.
+func newModel(c Config) (model, error) {
 	if err := c.Validate(); err != nil {
-		return Model{}, err
+		return model{}, err
 	}
-	m := Model{limit: int64(c.Limit), window: int64(c.Window), segments: int64(c.Segments)}
+	m := model{limit: int64(c.Limit), window: int64(c.Window), segments: int64(c.Segments)}
 	if m.segments > 0 {
 		m.seg = m.window / m.segments
 	}
@@ -127,47 +130,47 @@ func NewModel(c Config) (Model, error) {
 }
 
 // Initial is an empty window.
-func (m *Model) Initial() State { return State{} }
+func (m *model) Initial() state { return state{} }
 
 // at moves a weighted state forward to now: the current window becomes the
 // previous one, or both are dropped. An older instant counts in the
 // state's window.
-func (m *Model) at(s State, now int64) State {
+func (m *model) at(s state, now int64) state {
 	if check.Within(now, s.start, m.window) {
 		return s
 	}
 	switch start := check.FloorStart(now, m.window); {
 	case start <= s.start:
 	case start == s.start+m.window:
-		s = State{start: start, prev: s.total}
+		s = state{start: start, prev: s.total}
 	default:
-		s = State{start: start}
+		s = state{start: start}
 	}
 	return s
 }
 
 // weight is the weighted form's estimate of the permits in the sliding
 // window ending at now, for a state already moved to now.
-func (m *Model) weight(s State, now int64) float64 {
+func (m *model) weight(s state, now int64) float64 {
 	return m.previous(s, now) + float64(s.total)
 }
 
 // previous is the previous window's share of the weight.
-func (m *Model) previous(s State, now int64) float64 {
+func (m *model) previous(s state, now int64) float64 {
 	return float64(s.prev) * float64(m.window-(now-s.start)) / float64(m.window)
 }
 
 // fits reports whether permits fit in the weighted window at now. limit -
 // permits is exact in integers; adding permits to the float weight would
 // round above 2^53 and grant past the limit.
-func (m *Model) fits(s State, now, permits int64) bool {
+func (m *model) fits(s state, now, permits int64) bool {
 	return m.weight(s, now) <= float64(m.limit-permits)
 }
 
 // Used is the number of permits s counts at now, against any limit
 // (rounded up in the weighted form): a reconfigured limiter carries it
 // over (see Holding).
-func (m *Model) Used(s State, now int64) int64 {
+func (m *model) Used(s state, now int64) int64 {
 	if m.segments > 0 {
 		return s.total - s.log.Expired(now, m.window)
 	}
@@ -178,11 +181,11 @@ func (m *Model) Used(s State, now int64) int64 {
 // Holding is the state in which used permits, any number, were taken at
 // now: they count in now's window (weighted) or segment (segmented). A
 // reconfigured limiter carries its count over so.
-func (m *Model) Holding(now, used int64) State {
+func (m *model) Holding(now, used int64) state {
 	if m.segments == 0 {
-		return State{start: check.FloorStart(now, m.window), total: used}
+		return state{start: check.FloorStart(now, m.window), total: used}
 	}
-	s := State{log: new(timelog.Log)}
+	s := state{log: new(timelog.Log)}
 	s.total, _ = s.log.Step(0, now, used, used, m.window, m.seg)
 	return s
 }
@@ -190,7 +193,7 @@ func (m *Model) Holding(now, used int64) State {
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal changes nothing but dropping what left the window; its RetryAfter
 // is exact: the same request is granted after it and refused 1ns earlier.
-func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+func (m *model) Step(s state, now, permits int64) (state, ratelimit.Decision) {
 	if m.segments > 0 {
 		return m.stepSegmented(s, now, permits)
 	}
@@ -215,7 +218,7 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 // are recorded at their segment's start, and so leave the window when
 // their segment does. A decision read at an instant older than one already
 // made is made at that one, in its segment.
-func (m *Model) stepSegmented(s State, now, permits int64) (State, ratelimit.Decision) {
+func (m *model) stepSegmented(s state, now, permits int64) (state, ratelimit.Decision) {
 	if s.log == nil {
 		s.log = new(timelog.Log)
 	}
@@ -226,7 +229,7 @@ func (m *Model) stepSegmented(s State, now, permits int64) (State, ratelimit.Dec
 
 // earliest is the first instant at which permits fit in the weighted
 // window, for s moved to now.
-func (m *Model) earliest(s State, now, permits int64) int64 {
+func (m *model) earliest(s state, now, permits int64) int64 {
 	ok := func(t int64) bool {
 		// at on a copy: the weighted state holds no pointer, so this is pure.
 		return m.fits(m.at(s, t), t, permits)
@@ -235,7 +238,7 @@ func (m *Model) earliest(s State, now, permits int64) int64 {
 }
 
 // guess solves the weighted form's inequality in floats; earliest refines it.
-func (m *Model) guess(s State, permits int64) int64 {
+func (m *model) guess(s state, permits int64) int64 {
 	w := float64(m.window)
 	if s.total+permits <= m.limit && s.prev > 0 {
 		return s.start + int64(w*(1-float64(m.limit-s.total-permits)/float64(s.prev)))
@@ -247,7 +250,7 @@ func (m *Model) guess(s State, permits int64) int64 {
 }
 
 // Clone returns a copy of s that Step may change without changing s.
-func (m *Model) Clone(s State) State {
+func (m *model) Clone(s state) state {
 	s.log = s.log.Clone()
 	return s
 }
@@ -256,7 +259,7 @@ func (m *Model) Clone(s State) State {
 // now, or the latest instant of a decision (segmented) or the start of the
 // state's window (weighted), where an older instant counts. A grant's
 // refund takes it as at.
-func (m *Model) Made(s State, now int64) int64 {
+func (m *model) Made(s state, now int64) int64 {
 	if m.segments > 0 {
 		if s.log == nil {
 			return now
@@ -272,7 +275,7 @@ func (m *Model) Made(s State, now int64) int64 {
 // an instant older than the state's counted in a later window than at's;
 // taking it back from at's instead leaves the later one counting it:
 // stricter, never more admitted).
-func (m *Model) Refund(s State, now, at, permits int64) State {
+func (m *model) Refund(s state, now, at, permits int64) state {
 	if m.segments > 0 {
 		if s.log != nil {
 			s.total -= s.log.Refund(now, check.FloorStart(at, m.seg), m.window, permits)
@@ -290,7 +293,7 @@ func (m *Model) Refund(s State, now, at, permits int64) State {
 
 // Available is the number of permits that could be granted at now. It reads
 // s without changing it.
-func (m *Model) Available(s State, now int64) int64 {
+func (m *model) Available(s state, now int64) int64 {
 	if m.segments > 0 {
 		return m.limit - s.total + s.log.Expired(now, m.window)
 	}
@@ -299,7 +302,7 @@ func (m *Model) Available(s State, now int64) int64 {
 }
 
 // InitialAt is the instant from which s, left alone, is an empty window.
-func (m *Model) InitialAt(s State) int64 {
+func (m *model) InitialAt(s state) int64 {
 	if m.segments > 0 {
 		if s.log.Empty() {
 			return math.MinInt64
@@ -313,4 +316,31 @@ func (m *Model) InitialAt(s State) int64 {
 		return check.Add(s.start, m.window)
 	}
 	return math.MinInt64
+}
+
+// Caps: grants can be refunded, the segments' log is shared by copies of a
+// state, and the count carries over a reconfiguration.
+func (m *model) Caps() engine.Caps { return engine.Refunds | engine.Clones | engine.Holds }
+
+func init() {
+	algo.Register(&algo.Algorithm[Config, state]{
+		Name: pkg,
+		Model: func(c Config) (engine.Model[state], error) {
+			m, err := newModel(c)
+			return &m, err
+		},
+		Redis: func(c Config, _ algo.RedisOptions) (algo.Redis, error) {
+			w, err := algo.Micros("Window", c.Window)
+			if err != nil {
+				return algo.Redis{}, err
+			}
+			if c.Segments > 0 && w%int64(c.Segments) != 0 {
+				return algo.Redis{}, fmt.Errorf("%w: redis: Window %v must split into Segments %d of whole microseconds", ratelimit.ErrInvalidConfig, c.Window, c.Segments)
+			}
+			// Both forms declare each other's keys, to convert the other's
+			// state after a switch (see the redis package's slidingwindow.lua).
+			return algo.Redis{Lua: []string{"log", "slidingwindow"}, Suffixes: []string{":sw", ":sgc", ":sgc:m"}, Args: []any{c.Limit, w, c.Segments}}, nil
+		},
+		Window: func(c Config) time.Duration { return c.Window },
+	})
 }

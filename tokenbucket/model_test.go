@@ -36,18 +36,18 @@ var (
 type step = modeltest.Step
 
 // run applies steps to s in order and checks each decision.
-func run(t *testing.T, m *Model, s State, steps []step) State {
+func run(t *testing.T, m *model, s state, steps []step) state {
 	t.Helper()
 	return modeltest.Run(t, m.Step, t0, s, steps)
 }
 
-func model(t *testing.T, c Config) *Model { t.Helper(); return modeltest.New(t, NewModel, c) }
+func mustModel(t *testing.T, c Config) *model { t.Helper(); return modeltest.New(t, newModel, c) }
 
 // simOf adapts m to modeltest's checks. The bucket must be idle at an
 // InitialAt of check.Far too, and a refusal's When and Reserve must name
 // the instant its RetryAfter does.
-func simOf(m *Model) modeltest.Sim[State] {
-	return modeltest.Sim[State]{
+func simOf(m *model) modeltest.Sim[state] {
+	return modeltest.Sim[state]{
 		Capacity:  m.burst,
 		Unlimited: m.inf,
 		Initial:   m.Initial,
@@ -55,7 +55,7 @@ func simOf(m *Model) modeltest.Sim[State] {
 		InitialAt: m.InitialAt,
 		Far:       check.Far,
 		IdleAtFar: true,
-		Refusal: func(s State, now, n int64, r time.Duration) string {
+		Refusal: func(s state, now, n int64, r time.Duration) string {
 			var msgs []string
 			if w := m.When(s, now, n); w != now+int64(r) {
 				msgs = append(msgs, fmt.Sprintf("When = now%+v, RetryAfter %v", time.Duration(w-now), r))
@@ -73,7 +73,7 @@ func simOf(m *Model) modeltest.Sim[State] {
 // TestStepBurst3 is x/time/rate's TestLimiterBurst3, with the RetryAfter of
 // every refusal: the 1ns grace makes it 1ns below a token's 100ms.
 func TestStepBurst3(t *testing.T) {
-	m := model(t, Config{Rate: 10, Burst: 3})
+	m := mustModel(t, Config{Rate: 10, Burst: 3})
 	const tok = 100*time.Millisecond - 1
 	run(t, m, m.Initial(), []step{
 		{t0, 2, true, 1, 0},
@@ -94,7 +94,7 @@ func TestStepBurst3(t *testing.T) {
 // TestStepInterval: 2 tokens at every multiple of 300ms since the epoch
 // (t0 is one), at most 3 saved up.
 func TestStepInterval(t *testing.T) {
-	m := model(t, Config{Period: 300 * time.Millisecond, PerPeriod: 2, Burst: 3})
+	m := mustModel(t, Config{Period: 300 * time.Millisecond, PerPeriod: 2, Burst: 3})
 	run(t, m, m.Initial(), []step{
 		{t0, 3, true, 0, 0},
 		{t0, 1, false, 0, 300 * time.Millisecond},
@@ -114,7 +114,7 @@ func TestStepInterval(t *testing.T) {
 // the second takes the last token; at T+0.1s only 0.1 token has come back.
 // All three were granted.
 func TestOlderInstantRefillsNothing(t *testing.T) {
-	m := model(t, Config{Rate: 1, Burst: 2})
+	m := mustModel(t, Config{Rate: 1, Burst: 2})
 	T := t9
 	run(t, m, m.Initial(), []step{
 		{T, 1, true, 1, 0},
@@ -123,7 +123,7 @@ func TestOlderInstantRefillsNothing(t *testing.T) {
 	})
 	// As x/time/rate's TestLimiterJumpBackwards, but never more than a
 	// moment later would have granted.
-	m = model(t, Config{Rate: 10, Burst: 3})
+	m = mustModel(t, Config{Rate: 10, Burst: 3})
 	run(t, m, m.Initial(), []step{
 		{t1, 1, true, 2, 0},
 		{t0, 1, true, 1, 0},
@@ -140,7 +140,7 @@ func TestOlderInstantRefillsNothing(t *testing.T) {
 // x/time/rate's AllowN grants it. When names that instant and Reserve's
 // due is it too.
 func TestRetryAfterLikeXTimeRate(t *testing.T) {
-	m := model(t, Config{Rate: 5, Burst: 5})
+	m := mustModel(t, Config{Rate: 5, Burst: 5})
 	T := t0
 	at := T + 7*int64(time.Millisecond)
 	s := run(t, m, m.Initial(), []step{
@@ -179,7 +179,7 @@ func TestRetryAfterLikeXTimeRate(t *testing.T) {
 // Duration to a negative number that counted as "fits". A reservation due
 // past check.Far is refused and changes nothing.
 func TestHugeDebtIsRefused(t *testing.T) {
-	m := model(t, Config{Rate: 1e-9, Burst: 1})
+	m := mustModel(t, Config{Rate: 1e-9, Burst: 1})
 	T := int64(time.Second) // near the epoch, so that 9 tokens' wait ends before Far
 	s := m.Initial()
 	for i := int64(0); i <= 9; i++ {
@@ -218,7 +218,7 @@ func TestHugeDebtIsRefused(t *testing.T) {
 // token is back in 2121, before check.Far (2255), so the RetryAfter is exact,
 // not cut at 2116 (2^62 ns, an earlier cap).
 func TestRetryAfterNotCapped(t *testing.T) {
-	m := model(t, Config{Rate: rate.Every(95 * 365 * 24 * time.Hour), Burst: 1})
+	m := mustModel(t, Config{Rate: rate.Every(95 * 365 * 24 * time.Hour), Burst: 1})
 	s, _ := m.Step(m.Initial(), t0, 1)
 	_, d := m.Step(s, t0, 1)
 	if d.Granted {
@@ -291,7 +291,7 @@ func checkInterval(t *testing.T, burst, period, per int64, gs []modeltest.Grant,
 
 // bound returns the check of m's bound on grants: checkInterval for an
 // interval bucket, checkContinuous otherwise.
-func bound(t *testing.T, m *Model) func(gs []modeltest.Grant, cs []modeltest.Call) {
+func bound(t *testing.T, m *model) func(gs []modeltest.Grant, cs []modeltest.Call) {
 	return func(gs []modeltest.Grant, cs []modeltest.Call) {
 		t.Helper()
 		if m.period > 0 {
@@ -324,12 +324,12 @@ var randomConfigs = []struct {
 func TestOutOfOrder(t *testing.T) {
 	for i, rc := range randomConfigs {
 		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
+			m := mustModel(t, rc.c)
 			modeltest.CheckOutOfOrder(t, simOf(m), int64(rc.gap), int64(rc.skew), bound(t, m))
 		})
 	}
 	t.Run("Inf", func(t *testing.T) {
-		m := model(t, Config{Rate: rate.Inf, Burst: 3})
+		m := mustModel(t, Config{Rate: rate.Inf, Burst: 3})
 		r := rand.New(rand.NewSource(1))
 		for _, c := range modeltest.Calls(r, t0, 1000, int64(time.Millisecond), int64(time.Millisecond), 3) {
 			if _, d := m.Step(m.Initial(), c.At, c.N); !d.Granted {
@@ -347,7 +347,7 @@ func TestOutOfOrder(t *testing.T) {
 // after T+0.9s, so two permits pass within 0.1s with Burst 1. The
 // decision-instants bound of TestOutOfOrder checks this in general.
 func TestStatusCheckInstantForgotten(t *testing.T) {
-	m := model(t, Config{Rate: 1, Burst: 1})
+	m := mustModel(t, Config{Rate: 1, Burst: 1})
 	T := t0
 	ms := int64(time.Millisecond)
 	run(t, m, m.Initial(), []step{
@@ -402,7 +402,7 @@ func TestExtremeConfigs(t *testing.T) {
 		}
 		for _, base := range bases {
 			t.Run(fmt.Sprintf("%+v/%v", c, time.Unix(0, base).UTC().Format("2006")), func(t *testing.T) {
-				m := model(t, c)
+				m := mustModel(t, c)
 				modeltest.Within(t, 5*time.Second, "the model", func(errorf func(string, ...any)) { extreme(errorf, m, base) })
 			})
 		}
@@ -411,7 +411,7 @@ func TestExtremeConfigs(t *testing.T) {
 
 // extreme drains the bucket at base, asks again at once and later, and
 // checks every refusal and InitialAt, reporting through errorf.
-func extreme(errorf func(string, ...any), m *Model, base int64) {
+func extreme(errorf func(string, ...any), m *model, base int64) {
 	sm := simOf(m)
 	b := m.burst
 	s := m.Initial()
@@ -483,7 +483,7 @@ func TestParityWithXTimeRateModel(t *testing.T) {
 		}
 		lim = max(lim, 1e-3)
 		burst := 1 + r.Intn(20)
-		m := model(t, Config{Rate: rate.Limit(lim), Burst: burst})
+		m := mustModel(t, Config{Rate: rate.Limit(lim), Burst: burst})
 		oracle := rate.NewLimiter(rate.Limit(lim), burst)
 		s := m.Initial()
 		now := t0 + r.Int63n(int64(time.Hour))
@@ -530,7 +530,7 @@ func TestParityWithXTimeRateModel(t *testing.T) {
 func TestRefundSameInstant(t *testing.T) {
 	for i, rc := range randomConfigs {
 		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
+			m := mustModel(t, rc.c)
 			r := rand.New(rand.NewSource(3))
 			s := m.Initial()
 			older := 0
@@ -563,7 +563,7 @@ func TestRefundSameInstant(t *testing.T) {
 func TestRefundLaterNothingIntervening(t *testing.T) {
 	for i, rc := range randomConfigs {
 		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
+			m := mustModel(t, rc.c)
 			r := rand.New(rand.NewSource(4))
 			s := m.Initial()
 			for _, c := range modeltest.Calls(r, t0, 2000, int64(rc.gap), 0, m.burst) {
@@ -587,7 +587,7 @@ func TestRefundLaterNothingIntervening(t *testing.T) {
 // then must give nothing back: its token already came back with time. The
 // Refunder contract: "a refund never lets more through than the limit".
 func TestRefundAfterRefillGivesNothing(t *testing.T) {
-	m := model(t, Config{Rate: 10, Burst: 3})
+	m := mustModel(t, Config{Rate: 10, Burst: 3})
 	s := run(t, m, m.Initial(), []step{
 		{t0, 1, true, 2, 0},
 		{t1, 3, true, 0, 0}, // full again at t1: 3 more
@@ -600,7 +600,7 @@ func TestRefundAfterRefillGivesNothing(t *testing.T) {
 	// Without the first grant the bucket would have stayed full until
 	// t0+50ms, its half token of refill lost, and would hold 1.5 tokens at
 	// t1; the refund at t1 must not leave more.
-	m = model(t, Config{Rate: 10, Burst: 3})
+	m = mustModel(t, Config{Rate: 10, Burst: 3})
 	s = run(t, m, m.Initial(), []step{
 		{t0, 1, true, 2, 0},
 		{t0 + int64(d)/2, 2, true, 0, 0},
@@ -619,7 +619,7 @@ func TestRefundAfterRefillGivesNothing(t *testing.T) {
 func TestRefundNeverExceedsBound(t *testing.T) {
 	for i, rc := range randomConfigs {
 		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
-			m := model(t, rc.c)
+			m := mustModel(t, rc.c)
 			// A refund in a call's place, at that call's instant: the calls
 			// are in order (skew 0), so a grant's effective instant is its
 			// own.
@@ -634,7 +634,7 @@ func TestRefundNeverExceedsBound(t *testing.T) {
 // 1e-9 of a token; the decisions are compared exactly, which rounding
 // could only break exactly at a token boundary, and the instants are
 // random.
-func sameDecisions(t *testing.T, m *Model, a, b State, at int64, r *rand.Rand) {
+func sameDecisions(t *testing.T, m *model, a, b state, at int64, r *rand.Rand) {
 	t.Helper()
 	for i := 0; i < 5; i++ {
 		ta, tb := m.tokensAt(a, at), m.tokensAt(b, at)

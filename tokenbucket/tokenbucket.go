@@ -54,7 +54,9 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/engine"
 )
 
 // Config configures a token bucket. Set either Rate (continuous refill) or
@@ -118,34 +120,35 @@ func (c Config) Capacity() int64 {
 // QueueOptions returns c.Queue.
 func (c Config) QueueOptions() ratelimit.Queue { return c.Queue }
 
-// State is a bucket's state: the tokens at instant Last (continuous), or the
+// state is a bucket's state: the tokens at instant Last (continuous), or the
 // tokens after the refill at Last (interval; Last is a multiple of Period),
 // and Seen, the latest instant a decision was made at: a decision read at
 // an older instant is made at Seen. Instants are nanoseconds since the
 // Unix epoch.
-type State struct {
+type state struct {
 	Tokens float64
 	Last   int64
 	Seen   int64
 }
 
-// Model is the reference model of a validated Config: pure functions from a
+// model is the reference model of a validated Config: pure functions from a
 // state, an instant and a request to the next state and a decision.
-type Model struct {
-	limit     float64 // tokens per second; 0 in interval mode
-	perToken  float64 // nanoseconds per token, for header figures
-	inf       bool
-	burst     int64
-	period    int64 // interval mode when > 0
-	perPeriod int64
+type model struct {
+	engine.Defaults[state]         // the optional methods its Caps leave out
+	limit                  float64 // tokens per second; 0 in interval mode
+	perToken               float64 // nanoseconds per token, for header figures
+	inf                    bool
+	burst                  int64
+	period                 int64 // interval mode when > 0
+	perPeriod              int64
 }
 
-// NewModel validates c and returns its model.
-func NewModel(c Config) (Model, error) {
+// newModel validates c and returns its model.
+func newModel(c Config) (model, error) {
 	if err := c.Validate(); err != nil {
-		return Model{}, err
+		return model{}, err
 	}
-	return Model{
+	return model{
 		limit:     float64(c.Rate),
 		perToken:  float64(time.Second) / float64(c.Rate),
 		inf:       c.Rate == rate.Inf,
@@ -156,11 +159,11 @@ func NewModel(c Config) (Model, error) {
 }
 
 // Initial is the state of a new limiter: a full bucket.
-func (m *Model) Initial() State { return State{Tokens: float64(m.burst)} }
+func (m *model) Initial() state { return state{Tokens: float64(m.burst)} }
 
 // tokensAt is the bucket's content at now, before any request (x/time/rate's
 // advance), made at Seen when now is older.
-func (m *Model) tokensAt(s State, now int64) State {
+func (m *model) tokensAt(s state, now int64) state {
 	now = max(now, s.Seen)
 	s.Seen = now
 	if m.period > 0 {
@@ -187,7 +190,7 @@ func (m *Model) tokensAt(s State, now int64) State {
 	if b := float64(m.burst); tokens > b {
 		tokens = b
 	}
-	return State{Tokens: tokens, Last: now, Seen: now}
+	return state{Tokens: tokens, Last: now, Seen: now}
 }
 
 // Used is the number of tokens missing from a full bucket at now (the
@@ -196,7 +199,7 @@ func (m *Model) tokensAt(s State, now int64) State {
 // rate.Inf, which grants without reading its state, it is only the debt
 // the bucket still owes to reservations made before (whole tokens,
 // rounded up): what a finite configuration after it must not give away.
-func (m *Model) Used(s State, now int64) int64 {
+func (m *model) Used(s state, now int64) int64 {
 	if m.inf {
 		return max(0, -int64(math.Floor(s.Tokens)))
 	}
@@ -206,12 +209,12 @@ func (m *Model) Used(s State, now int64) int64 {
 // Holding is the bucket after used tokens, any number, were taken from a
 // full one at now: Burst - used tokens (a debt when used is larger). A
 // reconfigured limiter carries its tokens over so.
-func (m *Model) Holding(now, used int64) State {
+func (m *model) Holding(now, used int64) state {
 	last := now
 	if m.period > 0 {
 		last = check.FloorStart(now, m.period)
 	}
-	return State{Tokens: float64(m.burst - used), Last: last, Seen: now}
+	return state{Tokens: float64(m.burst - used), Last: last, Seen: now}
 }
 
 // seconds is time.Duration(d).Seconds() for d >= 0, bit for bit. Below a
@@ -229,14 +232,14 @@ func seconds(d int64) float64 {
 // durationFromTokens is x/time/rate's conversion of a token count to the
 // time it takes to accumulate them, in float nanoseconds (which do not
 // overflow).
-func (m *Model) durationFromTokens(tokens float64) float64 {
+func (m *model) durationFromTokens(tokens float64) float64 {
 	return (tokens / m.limit) * float64(time.Second)
 }
 
 // dueAt is the instant a bucket left with s (moved to now) after a take has
 // repaid its debt, to within the 1ns of fits: now when it is not in debt.
 // It is where When's search starts.
-func (m *Model) dueAt(s State, now int64) int64 {
+func (m *model) dueAt(s state, now int64) int64 {
 	if s.Tokens >= 0 {
 		return now
 	}
@@ -250,7 +253,7 @@ func (m *Model) dueAt(s State, now int64) int64 {
 // granted when at least one token is available, and the state is unchanged.
 // A refusal leaves the state unchanged and carries the exact RetryAfter: the
 // same request is granted at now+RetryAfter and refused one nanosecond earlier.
-func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
+func (m *model) Step(s state, now, permits int64) (state, ratelimit.Decision) {
 	d := ratelimit.Decision{RetryAfter: -1}
 	if m.inf {
 		d.Granted, d.Remaining = true, -1 // no limit
@@ -278,7 +281,7 @@ func (m *Model) Step(s State, now, permits int64) (State, ratelimit.Decision) {
 // resetAfter is how long until the bucket left at cur (moved to now, so
 // cur.Last >= now) is full again, rounded up to the nanosecond; the closed
 // form of InitialAt, for headers.
-func (m *Model) resetAfter(cur State, now int64) time.Duration {
+func (m *model) resetAfter(cur state, now int64) time.Duration {
 	missing := float64(m.burst) - cur.Tokens
 	switch {
 	case missing <= 0:
@@ -298,7 +301,7 @@ func (m *Model) resetAfter(cur State, now int64) time.Duration {
 // afterRefills is the instant of the n-th refill after the one at last
 // (interval mode), saturating at Far: Burst refills of 100 years each
 // would overflow.
-func (m *Model) afterRefills(last, n int64) int64 {
+func (m *model) afterRefills(last, n int64) int64 {
 	if n > (check.Far-last)/m.period {
 		return check.Far
 	}
@@ -309,7 +312,7 @@ func (m *Model) afterRefills(last, n int64) int64 {
 // like x/time/rate, it grants when the debt would be repaid in under 1ns.
 // The debt's duration is compared as a float: converted to a Duration, a
 // debt of more than 292 years would overflow to a negative number.
-func (m *Model) fits(s State) bool {
+func (m *model) fits(s state) bool {
 	return s.Tokens >= 0 || (m.period == 0 && m.durationFromTokens(-s.Tokens) < 1)
 }
 
@@ -318,7 +321,7 @@ func (m *Model) fits(s State) bool {
 // may be zero or negative: s then holds the debt of -need tokens reserved
 // after the reservation whose turn is asked (the memory queue's). Step's
 // RetryAfter is When(s, now, permits) - now.
-func (m *Model) When(s State, now, need int64) int64 {
+func (m *model) When(s state, now, need int64) int64 {
 	if m.inf {
 		return now
 	}
@@ -343,7 +346,7 @@ func (m *Model) When(s State, now, need int64) int64 {
 // the instant Acquire would grant them. ok is false, and s is returned
 // unchanged, when that instant is Far: a wait that cannot be represented.
 // The caller bounds the debt (the memory backend by its queue limit).
-func (m *Model) Reserve(s State, now, permits int64) (next State, due int64, ok bool) {
+func (m *model) Reserve(s state, now, permits int64) (next state, due int64, ok bool) {
 	if m.inf {
 		return s, now, true
 	}
@@ -357,7 +360,7 @@ func (m *Model) Reserve(s State, now, permits int64) (next State, due int64, ok 
 
 // Made is the instant a decision read at now, which left s, was made at:
 // now, or Seen for an older instant. A grant's refund takes it as at.
-func (m *Model) Made(s State, now int64) int64 { return max(now, s.Seen) }
+func (m *model) Made(s state, now int64) int64 { return max(now, s.Seen) }
 
 // Refund gives back permits taken at instant at, at now or earlier: a
 // cancelled reservation's (at is then the cancel's instant: while a
@@ -371,7 +374,7 @@ func (m *Model) Made(s State, now int64) int64 { return max(now, s.Seen) }
 // exactly that when no decision came between the grant and the refund.
 // A grant decided at an instant older than the bucket's (made at Seen)
 // is refunded as if made at at: stricter, never looser.
-func (m *Model) Refund(s State, now, at, permits int64) State {
+func (m *model) Refund(s state, now, at, permits int64) state {
 	if m.inf {
 		return s
 	}
@@ -391,7 +394,7 @@ func (m *Model) Refund(s State, now, at, permits int64) State {
 
 // Available is the number of whole tokens in the bucket at now;
 // math.MaxInt64 for rate.Inf.
-func (m *Model) Available(s State, now int64) int64 {
+func (m *model) Available(s state, now int64) int64 {
 	if m.inf {
 		return math.MaxInt64
 	}
@@ -400,7 +403,7 @@ func (m *Model) Available(s State, now int64) int64 {
 
 // InitialAt is the instant from which s, left alone, equals the initial state
 // (a full bucket); math.MinInt64 when it already does.
-func (m *Model) InitialAt(s State) int64 {
+func (m *model) InitialAt(s state) int64 {
 	if m.inf || s.Tokens >= float64(m.burst) {
 		return math.MinInt64
 	}
@@ -411,4 +414,36 @@ func (m *Model) InitialAt(s State) int64 {
 	full := func(t int64) bool { return m.tokensAt(s, t).Tokens >= float64(m.burst) }
 	guess := check.AddFloat(s.Last, m.durationFromTokens(float64(m.burst)-s.Tokens))
 	return check.Earliest(s.Last, check.Far, guess, full)
+}
+
+// Caps: Wait reserves, grants can be refunded, and the tokens carry over a
+// reconfiguration.
+func (m *model) Caps() engine.Caps { return engine.Reserves | engine.Refunds | engine.Holds }
+
+func init() {
+	algo.Register(&algo.Algorithm[Config, state]{
+		Name: pkg,
+		Model: func(c Config) (engine.Model[state], error) {
+			m, err := newModel(c)
+			return &m, err
+		},
+		Redis: func(c Config, _ algo.RedisOptions) (algo.Redis, error) {
+			period, err := algo.Micros("Period", c.Period)
+			if err != nil {
+				return algo.Redis{}, err
+			}
+			return algo.Redis{Lua: []string{"tokenbucket"}, Suffixes: []string{":tb"}, Reserves: true, Unlimited: c.Rate == rate.Inf,
+				Args: []any{algo.LuaNumber(float64(c.Rate)), c.Burst, period, c.PerPeriod, check.QueueLimit(c.Queue), int(c.Queue.Order)}}, nil
+		},
+		// The time to fill from empty.
+		Window: func(c Config) time.Duration {
+			if c.Period > 0 && c.PerPeriod > 0 {
+				return time.Duration(check.CeilDiv(int64(c.Burst), int64(c.PerPeriod))) * c.Period
+			}
+			if c.Rate > 0 && c.Rate != rate.Inf {
+				return time.Duration(math.Ceil(float64(c.Burst) / float64(c.Rate) * float64(time.Second)))
+			}
+			return 0
+		},
+	})
 }

@@ -831,7 +831,7 @@ func TestMetrics(t *testing.T) {
 	burst := `{"session":"` + id + `","a":{"policy":"demo","key":"v"},"traffic":{"mode":"burst","n":30}}`
 	runDemo(t, ts.URL, burst)
 	demo := `ratelimit_policy="demo"`
-	if got := metric(t, ts.URL, "ratelimit_requests_total", demo, `ratelimit_result="acquired"`, `ratelimit_algorithm="fixed_window"`, `ratelimit_backend="memory"`); got != "10" {
+	if got := metric(t, ts.URL, "ratelimit_requests_total", demo, `ratelimit_result="acquired"`, `ratelimit_algorithm="fixedwindow"`, `ratelimit_backend="memory"`); got != "10" {
 		t.Errorf("acquired: %s, want 10", got)
 	}
 	if got := metric(t, ts.URL, "ratelimit_requests_total", demo, `ratelimit_result="refused"`, `ratelimit_reason="limit"`); got != "20" {

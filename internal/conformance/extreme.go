@@ -1,4 +1,4 @@
-package ratelimittest
+package conformance
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -60,7 +61,7 @@ func RunExtremes(t *testing.T, f Factory, opts ...Option) {
 	for _, cfg := range ExtremeConfigs() {
 		cfg := cfg
 		t.Run(fmt.Sprintf("%T%+v", cfg, cfg), func(t *testing.T) {
-			clock := NewClock()
+			clock := ratelimittest.NewClock()
 			l := s.f(t, cfg, clock)
 			for _, e := range within(t, func(errorf func(string, ...any)) { extremes(errorf, s, l, cfg, clock) }) {
 				t.Error(e)
@@ -94,7 +95,7 @@ var far = time.UnixMicro(1 << 53)
 
 // extremes runs in a goroutine of its own (see within): it reports
 // through errorf, never through t.
-func extremes(errorf func(string, ...any), s *suite, l ratelimit.Limiter, cfg ratelimit.Config, clock *Clock) {
+func extremes(errorf func(string, ...any), s *suite, l ratelimit.Limiter, cfg ratelimit.Config, clock *ratelimittest.Clock) {
 	acquire := func(p int) ratelimit.Lease {
 		lease, err := l.Acquire(context.Background(), p)
 		if err != nil {

@@ -1,15 +1,17 @@
-// Package ratelimittest is limitkit's conformance suite. TestLimiter checks
-// the contract of ratelimit.Limiter on any limiter, a user's own included,
-// on the real clock. Run, RunQueue, RunExtremes and RunRealClock run the
-// same scenarios against limiters of limitkit's algorithms built by a
-// Factory on a fake Clock: the memory and redis backends both pass them,
-// which is what makes their decisions interchangeable.
+// Package conformance is the suite the module's backends share: the same
+// scenarios run against limiters of limitkit's algorithms built by a
+// Factory on a fake clock (ratelimittest.Clock). The memory and redis
+// backends both pass them, which is what makes their decisions
+// interchangeable. (ratelimittest.TestLimiter is the kit for a limiter of
+// one's own.)
 //
 // Run covers Acquire: exact grant/refuse sequences per algorithm, exact
 // RetryAfter, Remaining and ResetAfter, status checks, argument errors, the
 // algorithms' bounds under random traffic, and a race hammer. RunQueue covers
 // Wait, queueing and lifecycle for limiters with memory's queue semantics.
-package ratelimittest
+// RunExtremes runs the extreme configurations Validate accepts, and
+// RunRealClock the bounds on the real clock.
+package conformance
 
 import (
 	"context"
@@ -26,6 +28,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -34,7 +37,7 @@ import (
 // Factory builds the limiter under test for cfg, reading time from clock,
 // or from the real clock when clock is nil (RunRealClock). It registers any
 // cleanup (such as Close) with t.
-type Factory func(t testing.TB, cfg ratelimit.Config, clock *Clock) ratelimit.Limiter
+type Factory func(t testing.TB, cfg ratelimit.Config, clock *ratelimittest.Clock) ratelimit.Limiter
 
 // Grant is one granted request, for the bound checks.
 type Grant struct {
@@ -143,7 +146,7 @@ func pairs(g []Grant, ok func(a, b Grant, sum int64) bool) error {
 		for j := i; j < len(g); j++ {
 			sum += g[j].Permits
 			if !ok(g[i], g[j], sum) {
-				return fmt.Errorf("%d permits granted from %v to %v", sum, g[i].At.Sub(Start), g[j].At.Sub(Start))
+				return fmt.Errorf("%d permits granted from %v to %v", sum, g[i].At.Sub(ratelimittest.Start), g[j].At.Sub(ratelimittest.Start))
 			}
 		}
 	}
@@ -302,7 +305,7 @@ func testSequences(t *testing.T, s *suite) {
 	for _, seq := range Sequences() {
 		seq := seq
 		t.Run(seq.Name, func(t *testing.T) {
-			clock := NewClock()
+			clock := ratelimittest.NewClock()
 			l := s.f(t, seq.Config, clock)
 			leases := make([]ratelimit.Lease, len(seq.Steps))
 			for i, st := range seq.Steps {
@@ -369,7 +372,7 @@ func testRetryAfterExact(t *testing.T, s *suite, a Algorithm) {
 	rng := rand.New(rand.NewSource(1))
 	for trial := 0; trial < 20; trial++ {
 		limit := 1 + rng.Intn(10)
-		clock := NewClock()
+		clock := ratelimittest.NewClock()
 		clock.Advance(s.round(time.Duration(rng.Int63n(int64(time.Second))), true))
 		l := s.f(t, a.Config(limit, ratelimit.Queue{}), clock)
 		refusals := 0
@@ -407,7 +410,7 @@ func testRetryAfterExact(t *testing.T, s *suite, a Algorithm) {
 
 // testStatusCheck: permits == 0 reports availability and takes nothing.
 func testStatusCheck(t *testing.T, s *suite, a Algorithm) {
-	clock := NewClock()
+	clock := ratelimittest.NewClock()
 	l := s.f(t, a.Config(3, ratelimit.Queue{}), clock)
 	for i := 0; i < 3; i++ {
 		if s := mustAcquire(t, l, 0); !s.Acquired() || s.Remaining() != 3 {
@@ -425,7 +428,7 @@ func testStatusCheck(t *testing.T, s *suite, a Algorithm) {
 
 // testErrors: bad arguments return the sentinels and change nothing.
 func testErrors(t *testing.T, s *suite, a Algorithm) {
-	clock := NewClock()
+	clock := ratelimittest.NewClock()
 	l := s.f(t, a.Config(5, ratelimit.Queue{Limit: 10}), clock)
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -450,7 +453,7 @@ func testBound(t *testing.T, s *suite, a Algorithm) {
 	rng := rand.New(rand.NewSource(2))
 	for trial := 0; trial < 20; trial++ {
 		limit := int64(1 + rng.Intn(20))
-		clock := NewClock()
+		clock := ratelimittest.NewClock()
 		l := s.f(t, a.Config(int(limit), ratelimit.Queue{}), clock)
 		var grants []Grant
 		type hold struct {
@@ -494,7 +497,7 @@ func testBound(t *testing.T, s *suite, a Algorithm) {
 // permits granted add up to the limit exactly.
 func testHammer(t *testing.T, s *suite, a Algorithm) {
 	const limit, workers = 1000, 16
-	l := s.f(t, a.Config(limit, ratelimit.Queue{}), NewClock())
+	l := s.f(t, a.Config(limit, ratelimit.Queue{}), ratelimittest.NewClock())
 	var granted atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {

@@ -1,0 +1,229 @@
+// Package algo is the one place where the module learns what an algorithm
+// is. Each algorithm package (tokenbucket, fixedwindow, ...) registers an
+// Algorithm: its name, its reference model, its Redis script and argument
+// encoding, and the figures HTTP headers need. The backends and layers ask
+// Of(cfg) for a configuration's Descriptor instead of switching on the
+// configs' types, so adding an algorithm is its package, its Lua file and
+// its one call of Register.
+package algo
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/engine"
+)
+
+// Algorithm describes the algorithm whose configuration is C and whose
+// model's state is S. Its functions are given a valid configuration (one
+// whose Validate returned nil).
+type Algorithm[C ratelimit.Config, S any] struct {
+	// Name is the algorithm's one spelling: in policies' JSON, metrics,
+	// reports and the server's pages.
+	Name string
+	// Model makes the reference model of c; it validates c.
+	Model func(c C) (engine.Model[S], error)
+	// Redis encodes c for the algorithm's script (see Redis).
+	Redis func(c C, o RedisOptions) (Redis, error)
+	// Window is the time within which c allows its limit: a window, or a
+	// token bucket's time to fill from empty; 0 when it has none.
+	Window func(c C) time.Duration
+	// Unit is what c counts, as the RateLimit-Policy's qu says it: ""
+	// (requests) or "concurrent-requests".
+	Unit string
+}
+
+// RedisOptions are the Redis backend's options an encoding may need.
+type RedisOptions struct {
+	LeaseTTL time.Duration // how long a concurrency holder lives without renewal
+}
+
+// Redis is a configuration as the Redis backend runs it.
+type Redis struct {
+	// Lua names the script's parts, the .lua files of the redis package
+	// without their extension, in the order they are joined (between the
+	// prelude and the batch loop).
+	Lua []string
+	// Suffixes are those of the keys the script reads, after
+	// prefix{key}.
+	Suffixes []string
+	// Args are the algorithm's parameters, after the call's now, permits
+	// and op.
+	Args []any
+	// Reserves: Wait reserves in the script (token bucket). Holds: a grant
+	// holds its permits until released (concurrency). Unlimited: every
+	// request is granted (a token bucket of rate.Inf).
+	Reserves, Holds, Unlimited bool
+}
+
+// Descriptor is an algorithm bound to one configuration.
+type Descriptor interface {
+	// Name is the algorithm's name (see Algorithm.Name).
+	Name() string
+	// Memory makes the memory backend's limiters of the configuration, on
+	// clock (nil: the monotonic clock).
+	Memory(clock ratelimit.Clock) (engine.Builder, error)
+	// Redis encodes the configuration for the Redis backend.
+	Redis(o RedisOptions) (Redis, error)
+	// Window and Unit are the Algorithm's, for the configuration.
+	Window() time.Duration
+	Unit() string
+}
+
+// entry is a registered Algorithm, whatever its types.
+type entry interface {
+	bind(cfg ratelimit.Config) (Descriptor, bool)
+	zero() ratelimit.Config
+}
+
+var (
+	mu     sync.RWMutex
+	byType = map[reflect.Type]entry{}
+	byName = map[string]entry{}
+)
+
+// Register records a, the algorithm of the configurations of type C (and
+// *C). Each algorithm package calls it once, from init.
+func Register[C ratelimit.Config, S any](a *Algorithm[C, S]) {
+	mu.Lock()
+	defer mu.Unlock()
+	t := reflect.TypeFor[C]()
+	if _, dup := byType[t]; dup {
+		panic("algo: " + t.String() + " registered twice")
+	}
+	if _, dup := byName[a.Name]; dup {
+		panic("algo: algorithm name " + strconv.Quote(a.Name) + " registered twice")
+	}
+	byType[t], byName[a.Name] = a, a
+}
+
+// Of returns the descriptor of cfg, a configuration of a registered
+// algorithm or a non-nil pointer to one. Any other cfg, nil included, is an
+// error wrapping ratelimit.ErrInvalidConfig, prefixed by pkg. Of does not
+// validate cfg.
+func Of(pkg string, cfg ratelimit.Config) (Descriptor, error) {
+	if err := check.Config(pkg, cfg); err != nil {
+		return nil, err
+	}
+	cfg = check.Value(cfg)
+	mu.RLock()
+	e, ok := byType[reflect.TypeOf(cfg)]
+	mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %s: unsupported config type %T", ratelimit.ErrInvalidConfig, pkg, cfg)
+	}
+	d, _ := e.bind(cfg)
+	return d, nil
+}
+
+// Name is the name of cfg's algorithm, "" when cfg is not a registered
+// algorithm's configuration.
+func Name(cfg ratelimit.Config) string {
+	if d, err := Of("", cfg); err == nil {
+		return d.Name()
+	}
+	return ""
+}
+
+// New returns the zero configuration of the algorithm called name, as a
+// pointer (*tokenbucket.Config, ...) for a decoder to fill; ok is false for
+// an unknown name.
+func New(name string) (cfg ratelimit.Config, ok bool) {
+	mu.RLock()
+	e, ok := byName[name]
+	mu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	return e.zero(), true
+}
+
+// Names lists the registered algorithms' names, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (a *Algorithm[C, S]) bind(cfg ratelimit.Config) (Descriptor, bool) {
+	c, ok := cfg.(C)
+	if !ok {
+		return nil, false
+	}
+	return bound[C, S]{a: a, c: c}, true
+}
+
+func (a *Algorithm[C, S]) zero() ratelimit.Config { return any(new(C)).(ratelimit.Config) }
+
+// bound is an Algorithm bound to a configuration c.
+type bound[C ratelimit.Config, S any] struct {
+	a *Algorithm[C, S]
+	c C
+}
+
+func (b bound[C, S]) Name() string { return b.a.Name }
+
+func (b bound[C, S]) Unit() string { return b.a.Unit }
+
+func (b bound[C, S]) Window() time.Duration {
+	if b.a.Window == nil {
+		return 0
+	}
+	return b.a.Window(b.c)
+}
+
+func (b bound[C, S]) Redis(o RedisOptions) (Redis, error) { return b.a.Redis(b.c, o) }
+
+// Memory's model maker refuses a configuration of another algorithm, as
+// Reconfigure must.
+func (b bound[C, S]) Memory(clock ratelimit.Clock) (engine.Builder, error) {
+	a := b.a
+	return engine.Make(b.c, func(cfg ratelimit.Config) (engine.Model[S], error) {
+		c, ok := cfg.(C)
+		if !ok {
+			return nil, fmt.Errorf("%w: memory: Reconfigure with a %T, of another algorithm", ratelimit.ErrInvalidConfig, cfg)
+		}
+		return a.Model(c)
+	}, clock)
+}
+
+// Micros is d in whole microseconds, Redis's clock resolution; a d with a
+// fraction of one is an error naming field.
+func Micros(field string, d time.Duration) (int64, error) {
+	if d%time.Microsecond != 0 {
+		return 0, fmt.Errorf("%w: redis: %s %v is not a whole number of microseconds", ratelimit.ErrInvalidConfig, field, d)
+	}
+	return int64(d / time.Microsecond), nil
+}
+
+// LuaNumber formats f for the scripts' tonumber: exactly (the shortest
+// form that reads back as f), and with a decimal point, without which
+// gopher-lua's tonumber (miniredis's) reads no exponent and no more than
+// 19 digits: "1e+20" is sent as "1.0e+20". rate.Inf (which reaches a
+// script only in a reservation's cancel) is "+Inf", which strtod reads.
+func LuaNumber(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if math.IsInf(f, 0) {
+		return s
+	}
+	switch i := strings.IndexByte(s, 'e'); {
+	case strings.IndexByte(s, '.') >= 0:
+		return s
+	case i >= 0:
+		return s[:i] + ".0" + s[i:]
+	}
+	return s + ".0"
+}
