@@ -1,0 +1,346 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
+	"github.com/limitkit/ratelimit/internal/base"
+	"github.com/limitkit/ratelimit/internal/check"
+)
+
+// Wait takes permits, queueing when they are not available now. Wait(ctx,
+// 0) waits until at least one permit is available and takes nothing; it
+// queues (behind the waiters already there) whatever the queue limit,
+// since it holds no permits.
+func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return l.WaitObserved(ctx, permits, nil)
+}
+
+// WaitObserved is Wait, telling o (when not nil) of the time the call spends
+// in the queue, as ratelimit.ObservableWaiter says.
+func (l *limiter[S]) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+	c := l.conf()
+	if permits < 0 || int64(permits) > c.capacity {
+		if err := l.checkPermits(permits); err != nil {
+			return ratelimit.Lease{}, err
+		}
+	}
+	if err := base.CheckContext(ctx); err != nil {
+		return ratelimit.Lease{}, err
+	}
+	var now int64 // read before the lock, as in Acquire
+	if !c.timeless {
+		now = l.now()
+	}
+	l.mu.Lock()
+	if !l.closed && l.head == nil && c.cur.Load() == c {
+		if d := l.step(now, int64(permits)); d.Granted {
+			lease := l.lease(d, now, int64(permits))
+			l.mu.Unlock()
+			return lease, nil
+		}
+	}
+	l.mu.Unlock()
+	w, lease, err := l.enqueue(ctx, int64(permits))
+	if w == nil {
+		return lease, err
+	}
+	if o == nil {
+		return l.await(ctx, w)
+	}
+	o.Queued(ctx, permits)
+	lease, err = l.await(ctx, w)
+	o.Dequeued(ctx, permits, time.Duration(max(l.now()-w.at, 0)), lease, err)
+	return lease, err
+}
+
+// await waits for the answer of w, a queued waiter, until ctx is done; a
+// waiter cancelled leaves the queue, and what it reserved comes back.
+func (l *limiter[S]) await(ctx context.Context, w *waiter) (ratelimit.Lease, error) {
+	select {
+	case lease := <-w.ch:
+		return lease, nil
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	if !w.queued { // answered in the meantime: the answer stands
+		l.mu.Unlock()
+		return <-w.ch, nil
+	}
+	now := l.now()
+	l.sync(now)
+	if !w.queued { // refused by the new configuration
+		l.mu.Unlock()
+		return <-w.ch, nil
+	}
+	l.remove(w, now)
+	if l.conf().has(Reserves) && w.permits > 0 {
+		l.state = l.conf().model.Refund(l.state, now, now, w.permits)
+		l.redue(now)
+	}
+	l.serve(now) // the waiters behind it may fit now
+	l.mu.Unlock()
+	return ratelimit.Lease{}, ctx.Err()
+}
+
+// enqueue answers at once (w == nil) or queues a waiter.
+func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease ratelimit.Lease, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, lease, ratelimit.ErrClosed
+	}
+	now := l.now()
+	l.sync(now)
+	if p > l.conf().capacity { // the capacity may have shrunk
+		return nil, lease, base.CheckPermits(int(p), l.conf().capacity)
+	}
+	l.serve(now)
+	var d ratelimit.Decision
+	if !l.behind(p) {
+		if d = l.step(now, p); d.Granted {
+			return nil, l.lease(d, now, p), nil
+		}
+	}
+	if l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst {
+		d = l.behindQueue(now, p)
+	}
+	limit := check.QueueLimit(l.conf().queue)
+	if p > limit || (l.conf().queue.Order == ratelimit.OldestFirst && l.queued()+p > limit) {
+		return nil, l.refuse(d, p, ratelimit.ReasonQueueFull), nil
+	}
+	// NewestFirst: the oldest waiters, up to last, must go to make room.
+	var last *waiter
+	for e, room := l.head, l.queued()+p-limit; room > 0; e = e.next {
+		room -= e.permits
+		last = e
+	}
+	state := l.state
+	w = &waiter{permits: p, at: now, ch: make(chan ratelimit.Lease, 1)}
+	if l.conf().has(Reserves) {
+		for e := l.head; last != nil && e != last.next; e = e.next {
+			state = l.conf().model.Refund(state, now, now, e.permits)
+		}
+		if p == 0 {
+			w.due = l.conf().model.When(state, now, 1)
+		} else {
+			var ok bool
+			if state, w.due, ok = l.conf().model.Reserve(state, now, p); !ok {
+				return nil, l.refuse(d, p, ratelimit.ReasonQueueFull), nil
+			}
+		}
+		d.RetryAfter = time.Duration(w.due - now)
+	}
+	if deadline, ok := ctx.Deadline(); ok && d.RetryAfter >= 0 && l.until(deadline) < d.RetryAfter {
+		return nil, l.refuse(d, p, ratelimit.ReasonDeadline), nil
+	}
+	evicted := last != nil
+	for last != nil {
+		e := l.head
+		l.remove(e, now)
+		l.answer(e, l.refuse(d, e.permits, ratelimit.ReasonEvicted))
+		if e == last {
+			break
+		}
+	}
+	l.state = state
+	l.push(w)
+	if l.conf().has(Reserves) && evicted {
+		l.redue(now) // the evicted reservations' tokens came back
+	}
+	l.serve(now)
+	return w, lease, nil
+}
+
+// redue moves the reservations' due instants forward after tokens came
+// back (a cancel or an eviction): each is due when the bucket has repaid
+// all but the permits reserved behind it. A due instant only moves
+// earlier, so the instant a waiter was told still holds. Requires l.mu and
+// a reserver.
+func (l *limiter[S]) redue(now int64) {
+	var owed int64 // permits reserved behind w
+	for w := l.x.tail; w != nil; w = w.prev {
+		need := -owed
+		if w.permits == 0 {
+			need++ // a status check waits for one token beyond them
+		}
+		w.due = min(w.due, l.conf().model.When(l.state, now, need))
+		owed += w.permits
+	}
+}
+
+// behindQueue is the refusal of p permits that would wait behind the whole
+// queue: its RetryAfter is when the queued permits and then p could all be
+// had, each waiter served in order as soon as it can be. It changes no
+// state but dropping what left the window. Requires l.mu, and that the
+// queue's first waiter cannot be served now.
+func (l *limiter[S]) behindQueue(now, p int64) ratelimit.Decision {
+	m := l.conf().model
+	var d ratelimit.Decision
+	l.state, d = m.Step(l.state, now, 0) // the figures of now
+	d.Granted = false
+	if l.conf().has(Reserves) { // the state holds the queue's reservations
+		d.RetryAfter = time.Duration(l.conf().model.When(l.state, now, max(p, 1)) - now)
+		return d
+	}
+	// The answer holds until the queue or what it waits for changes: a
+	// flood of refusals behind an unchanged queue reuses it, rather than
+	// copying a log and replaying the queue on every one.
+	x := l.x
+	if x.behind.gen != int64(x.gen) || x.behind.p != p {
+		x.behind = behind{gen: int64(x.gen), p: p, at: l.replayQueue(now, p)}
+	}
+	d.RetryAfter = -1
+	if x.behind.at >= 0 {
+		d.RetryAfter = time.Duration(max(x.behind.at-now, 0))
+	}
+	return d
+}
+
+// replayQueue serves the queue, then p permits, on a copy of the state,
+// each as soon as it can be, and returns the instant p is served; -1 when
+// unknown (permits that come back on Release). Requires l.mu.
+func (l *limiter[S]) replayQueue(now, p int64) int64 {
+	m := l.conf().model
+	st := l.state
+	if l.conf().has(Clones) {
+		st = l.conf().model.Clone(st)
+	}
+	t := now
+	for w := l.head; ; w = w.next {
+		want := p
+		if w != nil {
+			want = w.permits
+		}
+		// Each waiter is granted once RetryAfter has passed: RetryAfter is
+		// exact, so the second try succeeds (the third is a safeguard).
+		granted := false
+		for try := 0; try < 3 && !granted; try++ {
+			var g ratelimit.Decision
+			if st, g = m.Step(st, t, want); g.Granted {
+				granted = true
+			} else if g.RetryAfter < 0 {
+				return -1
+			} else {
+				t += int64(g.RetryAfter)
+			}
+		}
+		if !granted || w == nil {
+			return t
+		}
+	}
+}
+
+// serve grants queued waiters, in queue order, while they fit, and sets the
+// timer for the first one that does not. Requires l.mu.
+func (l *limiter[S]) serve(now int64) {
+	for l.head != nil {
+		w := l.head
+		if l.conf().queue.Order == ratelimit.NewestFirst && !l.conf().has(Reserves) {
+			w = l.x.tail
+		}
+		var d ratelimit.Decision
+		if l.conf().has(Reserves) {
+			if w.due > now {
+				l.arm(now, w.due)
+				return
+			}
+			_, d = l.conf().model.Step(l.state, now, 0) // the figures after the reservation
+			d.Granted = true
+			if w.permits > 0 { // the reservation took its tokens; count it
+				l.granted++
+				l.remove(w, now)
+				l.answer(w, backend.Grant(&l.conf().infos[0], d, uint64(l.made(now))))
+				continue
+			}
+		} else {
+			var st S
+			st, d = l.conf().model.Step(l.state, now, w.permits)
+			l.state = st
+			if !d.Granted {
+				if d.RetryAfter >= 0 {
+					l.arm(now, now+int64(d.RetryAfter))
+				}
+				return
+			}
+		}
+		l.remove(w, now)
+		l.answer(w, l.lease(d, now, w.permits))
+	}
+}
+
+// arm sets the limiter's one timer to fire at instant at. Requires l.mu.
+func (l *limiter[S]) arm(now, at int64) {
+	if l.x.timerAt == at {
+		return
+	}
+	l.x.timerAt = at
+	d := time.Duration(at - now)
+	if l.x.timer == nil {
+		if l.conf().clock == nil {
+			l.x.timer = time.AfterFunc(d, l.fire)
+		} else {
+			l.x.timer = l.conf().clock.AfterFunc(d, l.fire)
+		}
+		return
+	}
+	l.x.timer.Stop()
+	l.x.timer.Reset(d)
+}
+
+func (l *limiter[S]) fire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.x.timerAt = 0
+	if !l.closed {
+		now := l.now()
+		l.sync(now)
+		l.serve(now)
+	}
+}
+
+// push appends w at the queue's newest end. Requires l.mu.
+func (l *limiter[S]) push(w *waiter) {
+	l.ext()
+	w.prev, w.queued = l.x.tail, true
+	if l.x.tail == nil {
+		l.head = w
+	} else {
+		l.x.tail.next = w
+	}
+	l.x.tail = w
+	l.x.queued += w.permits
+	l.x.gen++
+}
+
+// remove unlinks w from the queue. Requires l.mu.
+func (l *limiter[S]) remove(w *waiter, now int64) {
+	if w.prev == nil {
+		l.head = w.next
+	} else {
+		w.prev.next = w.next
+	}
+	if w.next == nil {
+		l.x.tail = w.prev
+	} else {
+		w.next.prev = w.prev
+	}
+	w.prev, w.next, w.queued = nil, nil, false
+	l.x.queued -= w.permits
+	l.x.gen++
+	if l.head == nil {
+		l.emptied = now
+	}
+}
+
+// isClosed reports whether Close was called.
+func (l *limiter[S]) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// answer hands a waiter its lease; ch is buffered, so this never blocks.
+func (l *limiter[S]) answer(w *waiter, lease ratelimit.Lease) { w.ch <- lease }
