@@ -12,6 +12,7 @@
 package concurrency
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -114,5 +115,10 @@ func init() {
 				Args: []any{c.Limit, int64(o.LeaseTTL / time.Microsecond)}}, nil
 		},
 		Unit: "concurrent-requests",
+		Params: []algo.Param[Config]{
+			algo.Int("limit", func(c *Config) *int { return &c.Limit }),
+			algo.QueueOf(func(c *Config) *ratelimit.Queue { return &c.Queue }),
+		},
+		Describe: func(c Config) string { return fmt.Sprintf("concurrency: %d at once", c.Limit) },
 	})
 }

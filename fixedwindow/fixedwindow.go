@@ -18,6 +18,7 @@
 package fixedwindow
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -170,5 +171,11 @@ func init() {
 			return algo.Redis{Lua: []string{"fixedwindow"}, Suffixes: []string{":fw"}, Args: []any{c.Limit, w}}, nil
 		},
 		Window: func(c Config) time.Duration { return c.Window },
+		Params: []algo.Param[Config]{
+			algo.Int("limit", func(c *Config) *int { return &c.Limit }),
+			algo.Dur("window", func(c *Config) *time.Duration { return &c.Window }),
+			algo.QueueOf(func(c *Config) *ratelimit.Queue { return &c.Queue }),
+		},
+		Describe: func(c Config) string { return fmt.Sprintf("fixed window: %d per %v", c.Limit, c.Window) },
 	})
 }

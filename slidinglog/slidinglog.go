@@ -23,6 +23,7 @@
 package slidinglog
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -174,5 +175,11 @@ func init() {
 			return algo.Redis{Lua: []string{"log", "slidinglog"}, Suffixes: []string{":slc", ":slc:m"}, Args: []any{c.Limit, w}}, nil
 		},
 		Window: func(c Config) time.Duration { return c.Window },
+		Params: []algo.Param[Config]{
+			algo.Int("limit", func(c *Config) *int { return &c.Limit }),
+			algo.Dur("window", func(c *Config) *time.Duration { return &c.Window }),
+			algo.QueueOf(func(c *Config) *ratelimit.Queue { return &c.Queue }),
+		},
+		Describe: func(c Config) string { return fmt.Sprintf("sliding log: %d per %v", c.Limit, c.Window) },
 	})
 }

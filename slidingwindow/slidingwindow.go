@@ -342,5 +342,17 @@ func init() {
 			return algo.Redis{Lua: []string{"log", "slidingwindow"}, Suffixes: []string{":sw", ":sgc", ":sgc:m"}, Args: []any{c.Limit, w, c.Segments}}, nil
 		},
 		Window: func(c Config) time.Duration { return c.Window },
+		Params: []algo.Param[Config]{
+			algo.Int("limit", func(c *Config) *int { return &c.Limit }),
+			algo.Dur("window", func(c *Config) *time.Duration { return &c.Window }),
+			algo.Int("segments", func(c *Config) *int { return &c.Segments }),
+			algo.QueueOf(func(c *Config) *ratelimit.Queue { return &c.Queue }),
+		},
+		Describe: func(c Config) string {
+			if c.Segments > 0 {
+				return fmt.Sprintf("sliding window, %d segments: %d per %v", c.Segments, c.Limit, c.Window)
+			}
+			return fmt.Sprintf("sliding window, weighted: %d per %v", c.Limit, c.Window)
+		},
 	})
 }

@@ -445,5 +445,18 @@ func init() {
 			}
 			return 0
 		},
+		Params: []algo.Param[Config]{
+			algo.PerSecond("rate", func(c *Config) *rate.Limit { return &c.Rate }),
+			algo.Int("burst", func(c *Config) *int { return &c.Burst }),
+			algo.Dur("period", func(c *Config) *time.Duration { return &c.Period }),
+			algo.Int("per_period", func(c *Config) *int { return &c.PerPeriod }),
+			algo.QueueOf(func(c *Config) *ratelimit.Queue { return &c.Queue }),
+		},
+		Describe: func(c Config) string {
+			if c.Period > 0 {
+				return fmt.Sprintf("token bucket: %d every %v, burst %d", c.PerPeriod, c.Period, c.Burst)
+			}
+			return fmt.Sprintf("token bucket: %g/s, burst %d", float64(c.Rate), c.Burst)
+		},
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/internal/engine"
+	"golang.org/x/time/rate"
 )
 
 // Algorithm describes the algorithm whose configuration is C and whose
@@ -39,6 +40,43 @@ type Algorithm[C ratelimit.Config, S any] struct {
 	// Unit is what c counts, as the RateLimit-Policy's qu says it: ""
 	// (requests) or "concurrent-requests".
 	Unit string
+	// Params are C's fields, in the order policies' JSON lists them.
+	Params []Param[C]
+	// Describe says c in a few words, for people ("token bucket: 10/s,
+	// burst 5").
+	Describe func(c C) string
+}
+
+// Kind is the type of a parameter's value.
+type Kind uint8
+
+const (
+	Count    Kind = iota // an int: a limit, a burst, a number of segments
+	Duration             // a time.Duration: a window, a period
+	Rate                 // a float64 of permits per second (rate.Limit)
+	Queue                // a ratelimit.Queue
+)
+
+// Param is one field of an algorithm's configuration C, as policies' JSON
+// and the server's pages name it. Get returns and Set takes a value of its
+// Kind's type (int, time.Duration, float64 or ratelimit.Queue).
+type Param[C any] struct {
+	Name string // "rate", "burst", "per_period", "window", ...
+	Kind Kind
+	Get  func(c C) any
+	Set  func(c *C, v any)
+}
+
+// Field is a parameter's name and kind.
+type Field struct {
+	Name string
+	Kind Kind
+}
+
+// Value is a parameter of a configuration, with its value.
+type Value struct {
+	Field
+	V any
 }
 
 // RedisOptions are the Redis backend's options an encoding may need.
@@ -73,15 +111,20 @@ type Descriptor interface {
 	Memory(clock ratelimit.Clock) (engine.Builder, error)
 	// Redis encodes the configuration for the Redis backend.
 	Redis(o RedisOptions) (Redis, error)
-	// Window and Unit are the Algorithm's, for the configuration.
+	// Window, Unit and Describe are the Algorithm's, for the
+	// configuration.
 	Window() time.Duration
 	Unit() string
+	Describe() string
+	// Values are the configuration's parameters, in the Algorithm's order.
+	Values() []Value
 }
 
 // entry is a registered Algorithm, whatever its types.
 type entry interface {
 	bind(cfg ratelimit.Config) (Descriptor, bool)
-	zero() ratelimit.Config
+	fields() []Field
+	build(values map[string]any) ratelimit.Config
 }
 
 var (
@@ -133,17 +176,30 @@ func Name(cfg ratelimit.Config) string {
 	return ""
 }
 
-// New returns the zero configuration of the algorithm called name, as a
-// pointer (*tokenbucket.Config, ...) for a decoder to fill; ok is false for
+// Fields lists the parameters of the algorithm called name; ok is false for
 // an unknown name.
-func New(name string) (cfg ratelimit.Config, ok bool) {
+func Fields(name string) (fields []Field, ok bool) {
 	mu.RLock()
 	e, ok := byName[name]
 	mu.RUnlock()
 	if !ok {
 		return nil, false
 	}
-	return e.zero(), true
+	return e.fields(), true
+}
+
+// Build returns the configuration of the algorithm called name whose
+// parameters have values (by name, each of its Kind's type; a missing one
+// is zero). It does not validate the configuration: call its Validate.
+// ok is false for an unknown name.
+func Build(name string, values map[string]any) (cfg ratelimit.Config, ok bool) {
+	mu.RLock()
+	e, ok := byName[name]
+	mu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	return e.build(values), true
 }
 
 // Names lists the registered algorithms' names, sorted.
@@ -166,7 +222,23 @@ func (a *Algorithm[C, S]) bind(cfg ratelimit.Config) (Descriptor, bool) {
 	return bound[C, S]{a: a, c: c}, true
 }
 
-func (a *Algorithm[C, S]) zero() ratelimit.Config { return any(new(C)).(ratelimit.Config) }
+func (a *Algorithm[C, S]) fields() []Field {
+	fs := make([]Field, len(a.Params))
+	for i, p := range a.Params {
+		fs[i] = Field{p.Name, p.Kind}
+	}
+	return fs
+}
+
+func (a *Algorithm[C, S]) build(values map[string]any) ratelimit.Config {
+	var c C
+	for _, p := range a.Params {
+		if v, ok := values[p.Name]; ok {
+			p.Set(&c, v)
+		}
+	}
+	return c
+}
 
 // bound is an Algorithm bound to a configuration c.
 type bound[C ratelimit.Config, S any] struct {
@@ -183,6 +255,16 @@ func (b bound[C, S]) Window() time.Duration {
 		return 0
 	}
 	return b.a.Window(b.c)
+}
+
+func (b bound[C, S]) Describe() string { return b.a.Describe(b.c) }
+
+func (b bound[C, S]) Values() []Value {
+	vs := make([]Value, len(b.a.Params))
+	for i, p := range b.a.Params {
+		vs[i] = Value{Field{p.Name, p.Kind}, p.Get(b.c)}
+	}
+	return vs
 }
 
 func (b bound[C, S]) Redis(o RedisOptions) (Redis, error) { return b.a.Redis(b.c, o) }
@@ -226,4 +308,22 @@ func LuaNumber(f float64) string {
 		return s[:i] + ".0" + s[i:]
 	}
 	return s + ".0"
+}
+
+// Int, Dur, PerSecond and QueueOf make the Param of the field of C that f
+// points to, of kind Count, Duration, Rate and Queue.
+func Int[C any](name string, f func(*C) *int) Param[C] {
+	return Param[C]{Name: name, Kind: Count, Get: func(c C) any { return *f(&c) }, Set: func(c *C, v any) { *f(c) = v.(int) }}
+}
+
+func Dur[C any](name string, f func(*C) *time.Duration) Param[C] {
+	return Param[C]{Name: name, Kind: Duration, Get: func(c C) any { return *f(&c) }, Set: func(c *C, v any) { *f(c) = v.(time.Duration) }}
+}
+
+func PerSecond[C any](name string, f func(*C) *rate.Limit) Param[C] {
+	return Param[C]{Name: name, Kind: Rate, Get: func(c C) any { return float64(*f(&c)) }, Set: func(c *C, v any) { *f(c) = rate.Limit(v.(float64)) }}
+}
+
+func QueueOf[C any](f func(*C) *ratelimit.Queue) Param[C] {
+	return Param[C]{Name: "queue", Kind: Queue, Get: func(c C) any { return *f(&c) }, Set: func(c *C, v any) { *f(c) = v.(ratelimit.Queue) }}
 }
