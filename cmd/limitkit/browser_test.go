@@ -263,7 +263,7 @@ func TestBrowser(t *testing.T) {
 		set("#token", ""), chromedp.SendKeys(chromedp.CSS("#token"), testToken), set("#actor", "test-admin"),
 		chromedp.Click(chromedp.CSS("#signin-btn")),
 		chromedp.WaitVisible(chromedp.CSS(`#policies tr[data-name="demo"]`)))
-	if got := text(`#policies tr[data-name="demo"] .limit`); got != "fixed window: 10 per 1m0s" {
+	if got := text(`#policies tr[data-name="demo"] .limit`); got != "fixed window: 10 per 1m" {
 		t.Errorf("the demo policy is listed as %q", got)
 	}
 	do("saving an invalid limit",
@@ -285,7 +285,7 @@ func TestBrowser(t *testing.T) {
 		set("#p-limit", "5"),
 		chromedp.Click(chromedp.CSS("#save")),
 		wait(`document.querySelector('#policies tr[data-name="demo"] .version').textContent === '2'`))
-	if got := text(`#policies tr[data-name="demo"] .limit`); got != "fixed window: 5 per 1m0s" {
+	if got := text(`#policies tr[data-name="demo"] .limit`); got != "fixed window: 5 per 1m" {
 		t.Errorf("after the edit the policy is listed as %q", got)
 	}
 	if got := text(`#policies tr[data-name="demo"] .updated`); !strings.HasPrefix(got, "test-admin, ") {
@@ -342,7 +342,7 @@ func TestBrowser(t *testing.T) {
 		set("#p-apps", "web, mobile"),
 		chromedp.Click(chromedp.CSS("#save")),
 		chromedp.WaitVisible(chromedp.CSS(`#policies tr[data-name="checkout"]`)))
-	if got := text(`#policies tr[data-name="checkout"] .limit`); got != "sliding log: 100 per 1m0s" {
+	if got := text(`#policies tr[data-name="checkout"] .limit`); got != "sliding log: 100 per 1m" {
 		t.Errorf("the new policy is listed as %q", got)
 	}
 	shot("admin.png")
