@@ -360,7 +360,7 @@ func TestBrowser(t *testing.T) {
 	if a, r := text("#a-allowed"), text("#a-refused"); a != "5" || r != "25" {
 		t.Errorf("a burst of 30 against the lowered limit of 5: the page reads %s allowed, %s refused", a, r)
 	}
-	if got := text("#a-label"); !strings.Contains(got, "5 per 1m0s") {
+	if got := text("#a-label"); !strings.Contains(got, "5 per 1m)") {
 		t.Errorf("the demo shows the policy as %q", got)
 	}
 
