@@ -55,12 +55,12 @@ type AdminOptions struct {
 // A body is one policy in the package's JSON form (see the package doc);
 // audit fields in it are ignored (the store sets them). Errors are JSON,
 // {"error": "...", "field": "...", "value": "..."}: 400 for invalid input,
-// naming the field and the value (malformed JSON, unknown fields, a value the
-// algorithm refuses, numbers that do not fit, a missing or wrong version,
-// a name other than the URL's), 404 for an unknown policy or endpoint, 409
-// for a version conflict or a name taken, 405 for another method or on a
-// read-only store, 413 for a body
-// over MaxBodyBytes, 501 for a reset the backend cannot make, 503 when
+// naming the field and the value (malformed JSON, unknown fields, a key
+// given twice, a value the algorithm refuses, numbers that do not fit, a
+// missing or wrong version, a name other than the URL's), 404 for an
+// unknown policy or endpoint, 409 for a version conflict or a name taken,
+// 405 for another method or on a read-only store, 413 for a body over
+// MaxBodyBytes (white space after the policy counts), 501 for a reset the backend cannot make, 503 when
 // Redis cannot be reached. Nothing is written
 // unless the whole request is valid, and each write is atomic in the store.
 // After a write the registry reloads at once, so the process serving the

@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/limitkit/ratelimit/internal/strictjson"
 )
 
 // FileOptions configures NewFileStore. The zero value is the defaults.
@@ -66,10 +68,8 @@ func ParseFile(data []byte) ([]Policy, error) {
 	var doc struct {
 		Policies []json.RawMessage `json:"policies"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, decodeErr(err)
+	if err := strictjson.Unmarshal(data, &doc); err != nil {
+		return nil, decodeErr(err, "", "a policy file")
 	}
 	out := make([]Policy, 0, len(doc.Policies))
 	seen := map[string]bool{}

@@ -47,9 +47,12 @@
 //	"concurrency":   {"limit": 10}
 //
 // and each takes "queue": {"limit": 0, "order": "oldest_first" | "newest_first"}.
-// Decoding refuses unknown fields, a configuration under another algorithm's
-// name, numbers that do not fit, and every value the algorithm's Validate
-// refuses; the error is a *FieldError naming the field and the value.
+// Decoding refuses unknown fields, a key given twice in an object, a
+// configuration under another algorithm's name, numbers that do not fit,
+// and every value the algorithm's Validate refuses; the error is a
+// *FieldError naming the field and the value, in the words of this JSON
+// form (a value of the wrong type is named with its JSON type and the type
+// wanted).
 package policy
 
 import (
@@ -69,6 +72,7 @@ import (
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/internal/algo"
+	"github.com/limitkit/ratelimit/internal/strictjson"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -196,6 +200,9 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string {
+	if e.Value == "" { // a key, not a value (an unknown field)
+		return fmt.Sprintf("policy: invalid %s: %s", e.Field, e.Reason)
+	}
 	return fmt.Sprintf("policy: invalid %s %s: %s", e.Field, e.Value, e.Reason)
 }
 
@@ -313,13 +320,13 @@ func validateConfig(alg string, cfg ratelimit.Config) error {
 		v    time.Duration
 	}{{"window", time.Duration(c.Window)}, {"period", time.Duration(c.Period)}} {
 		if d.v%time.Microsecond != 0 {
-			return fieldErr(alg+"."+d.name, d.v.String(), "must be a whole number of microseconds")
+			return fieldErr(alg+"."+d.name, Duration(d.v).String(), "must be a whole number of microseconds")
 		}
 	}
 	err := cfg.Validate()
 	if err == nil {
 		if sw, ok := cfg.(slidingwindow.Config); ok && sw.Segments > 0 && (sw.Window/time.Microsecond)%time.Duration(sw.Segments) != 0 {
-			return fieldErr(alg+".segments", sw.Segments, fmt.Sprintf("must split the window (%v) into segments of whole microseconds", sw.Window))
+			return fieldErr(alg+".segments", sw.Segments, fmt.Sprintf("must split the window (%v) into segments of whole microseconds", Duration(sw.Window)))
 		}
 		return nil
 	}
@@ -333,22 +340,95 @@ func validateConfig(alg string, cfg ratelimit.Config) error {
 			value = c.value(f.json)
 		}
 	}
-	fe := fieldErr(field, value, msg)
+	fe := fieldErr(field, value, jsonWords(alg, msg))
 	fe.err = err
 	return fe
 }
 
+// goWords rewrites what the algorithms' Validate errors say in Go's
+// words (field names, rate.Inf, interval notation, 2^53, durations such as
+// "1m0s") in the words of the JSON form, which is what the admin API and
+// the pages show.
+var goWords = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`must be > 0 \(or rate\.Inf\)`), "must be above 0"},
+	{regexp.MustCompile(`must be in \[(-?\d+), 2\^53\]`), "must be an integer from $1 to " + strconv.FormatInt(1<<53, 10)},
+	{regexp.MustCompile(`must be in \[(-?\d+), (\d+)\]`), "must be an integer from $1 to $2"},
+	{regexp.MustCompile(`must be in \(0, ([^\]]+)\]`), "must be above 0 and at most $1"},
+	{regexp.MustCompile(`must split into Segments (\d+) of whole nanoseconds`), "must split into $1 segments of whole microseconds"},
+	{regexp.MustCompile(`, got [^,]*$`), ""},
+}
+
+// goDurationRE matches the durations time.Duration's String writes with
+// minutes ("1m0s", "1h30m0s"), which Duration's String writes shorter.
+var goDurationRE = regexp.MustCompile(`\b\d+h\d+m[\d.]+s\b|\b\d+m[\d.]+s\b`)
+
+var goFieldRE = regexp.MustCompile(`\b(Queue\.Limit|Queue\.Order|PerPeriod|Period|Burst|Rate|Segments|Window|Limit)\b`)
+
+// jsonWords is the reason of alg's Validate error msg in the JSON form's
+// words, without the packages' prefixes and the field the error is about,
+// which a FieldError names.
+func jsonWords(alg, msg string) string {
+	if _, after, ok := strings.Cut(msg, alg+": "); ok {
+		msg = after
+	}
+	for _, w := range goWords {
+		msg = w.re.ReplaceAllString(msg, w.with)
+	}
+	msg = goDurationRE.ReplaceAllStringFunc(msg, func(s string) string {
+		if d, err := time.ParseDuration(s); err == nil {
+			return Duration(d).String()
+		}
+		return s
+	})
+	msg = goFieldRE.ReplaceAllStringFunc(msg, func(goName string) string {
+		for _, f := range goFields {
+			if f.goName == goName {
+				return f.json
+			}
+		}
+		return goName
+	})
+	// "rate must be ..." and "window 1m must ..." under the field's name:
+	// the reason alone.
+	for _, f := range goFields {
+		if rest, ok := strings.CutPrefix(msg, f.json+" "); ok {
+			if i := strings.IndexByte(rest, ' '); i > 0 && !strings.HasPrefix(rest, "must ") && !strings.HasPrefix(rest, "is ") {
+				rest = rest[i+1:] // its value
+			}
+			msg = rest
+			break
+		}
+	}
+	return msg
+}
+
 // Duration is a time.Duration encoded in JSON as a Go duration string
-// ("1m30s").
+// ("1m30s"), without the zero units that time.Duration's String adds after
+// the largest ("1m", not "1m0s"; "1h", not "1h0m0s").
 type Duration time.Duration
 
-// MarshalJSON encodes d as a duration string.
+// String is d as MarshalJSON writes it, unquoted: "1m", "1m30s", "1.5s".
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+		if t, ok := strings.CutSuffix(s, "h0m"); ok {
+			s = t + "h"
+		}
+	}
+	return s
+}
+
+// MarshalJSON encodes d as a duration string (see String).
 func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
+	return json.Marshal(d.String())
 }
 
 // UnmarshalJSON decodes a duration string; a number or a malformed string
-// is an error naming the field.
+// is a *json.UnmarshalTypeError whose Value is the literal given.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -356,35 +436,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return &json.UnmarshalTypeError{Value: strconv.Quote(s), Type: durationType}
+		return &json.UnmarshalTypeError{Value: string(b), Type: durationType}
 	}
 	*d = Duration(v)
 	return nil
 }
 
 var durationType = reflect.TypeOf(time.Duration(0))
-
-func typeName(t reflect.Type) string {
-	switch {
-	case t == nil:
-		return "value"
-	case t == durationType:
-		return "duration string such as \"1m30s\""
-	case t.Kind() == reflect.Float64:
-		return "finite number"
-	case t.Kind() == reflect.Int, t.Kind() == reflect.Int64:
-		return "integer (64-bit)"
-	case t.Kind() == reflect.String:
-		return "string"
-	case t.Kind() == reflect.Pointer:
-		return typeName(t.Elem())
-	case t.Kind() == reflect.Slice:
-		return "JSON array of " + typeName(t.Elem()) + "s"
-	case t.Kind() == reflect.Struct:
-		return "JSON object"
-	}
-	return t.String()
-}
 
 // jsonQueue is ratelimit.Queue in JSON.
 type jsonQueue struct {
@@ -415,13 +473,13 @@ func (c jsonConfig) value(field string) any {
 	case "burst":
 		return c.Burst
 	case "period":
-		return time.Duration(c.Period).String()
+		return c.Period.String()
 	case "per_period":
 		return c.PerPeriod
 	case "limit":
 		return c.Limit
 	case "window":
-		return time.Duration(c.Window).String()
+		return c.Window.String()
 	case "segments":
 		return c.Segments
 	case "queue.limit":
@@ -590,10 +648,11 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 }
 
 // Decode reads one policy in JSON from r and validates it. Unknown fields,
-// a configuration under another algorithm's name, trailing data, numbers
-// that do not fit their field and values the algorithm refuses are errors;
-// a field's error is a *FieldError. Other errors (malformed JSON) wrap
-// ErrInvalidPolicy.
+// a key given twice, a configuration under another algorithm's name,
+// trailing data, numbers that do not fit their field and values the
+// algorithm refuses are errors; a field's error is a *FieldError. Malformed
+// JSON and trailing data are errors wrapping ErrInvalidPolicy; an error of
+// r (an *http.MaxBytesError) is returned as r gave it.
 func Decode(r io.Reader) (Policy, error) {
 	var j jsonPolicy
 	if err := decodeStrict(r, &j); err != nil {
@@ -624,49 +683,47 @@ func decodeRequest(r io.Reader) (Policy, error) {
 }
 
 // decodeStrict decodes into v the one JSON object r holds, refusing
-// unknown fields and trailing data.
+// malformed JSON, trailing data, duplicate keys and unknown fields. An
+// error of r (a body over its bound) is returned as it is.
 func decodeStrict(r io.Reader, v any) error {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return decodeErr(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: trailing data after the policy", ErrInvalidPolicy)
+	raw, err := strictjson.Read(r)
+	if err != nil {
+		return decodeErr(err, "", "a policy")
 	}
 	if raw[0] != '{' { // null, which would decode as an empty policy, or not an object
 		return fmt.Errorf("%w: a policy is a JSON object, got %.20s", ErrInvalidPolicy, raw)
 	}
-	inner := json.NewDecoder(bytes.NewReader(raw))
-	inner.DisallowUnknownFields()
-	return decodeErr(inner.Decode(v))
+	return decodeErr(strictjson.Unmarshal(raw, v), "", "a policy")
 }
 
-func decodeErr(err error) error {
-	if err == nil {
-		return nil
+// decodeErr is err, strictjson's, as this package's: a *FieldError naming
+// the field under prefix (the algorithm, for a configuration; an unknown
+// field is "not a field of" what), or for the document, malformed JSON or
+// trailing data, an error wrapping ErrInvalidPolicy. An error that is not
+// about the JSON (a read error) is returned as it is.
+func decodeErr(err error, prefix, what string) error {
+	var se *strictjson.Error
+	if !errors.As(err, &se) {
+		return err
 	}
 	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		// A field of requestPolicy's is named through the struct it embeds;
-		// the whole document has no name, or "(document)".
-		field := strings.TrimPrefix(te.Field, "jsonPolicy.")
-		if field == "" {
-			field = "(document)"
-		}
-		return &FieldError{Field: field, Value: te.Value, Reason: "is not a valid " + typeName(te.Type), err: err}
+	isType := errors.As(err, &te)
+	field := se.Field
+	switch {
+	case field == "" && !isType:
+		return fmt.Errorf("%w: %w", ErrInvalidPolicy, se)
+	case field == "" && prefix == "":
+		field = "(document)"
+	case field == "":
+		field = prefix
+	case prefix != "":
+		field = prefix + "." + field
 	}
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		return fe
+	reason := se.Reason
+	if reason == "is not a known field" {
+		reason = "is not a field of " + what
 	}
-	msg := err.Error()
-	if f, ok := strings.CutPrefix(msg, `json: unknown field "`); ok {
-		f = strings.TrimSuffix(f, `"`)
-		return &FieldError{Field: f, Value: "", Reason: "is not a field of a policy", err: err}
-	}
-	return fmt.Errorf("%w: malformed JSON: %w", ErrInvalidPolicy, err)
+	return &FieldError{Field: field, Value: se.Value, Reason: reason, err: se}
 }
 
 func fromJSON(j jsonPolicy) (Policy, error) {
@@ -699,19 +756,8 @@ func fromJSON(j jsonPolicy) (Policy, error) {
 		return Policy{}, fieldErr(j.Algorithm, "", "is required: the algorithm's configuration")
 	}
 	var c jsonConfig
-	dec := json.NewDecoder(bytes.NewReader(*slot))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		err = decodeErr(err)
-		var fe *FieldError
-		if errors.As(err, &fe) {
-			if fe.Field == "(document)" {
-				fe.Field = j.Algorithm
-			} else {
-				fe.Field = j.Algorithm + "." + fe.Field
-			}
-		}
-		return Policy{}, err
+	if err := strictjson.Unmarshal(*slot, &c); err != nil {
+		return Policy{}, decodeErr(err, j.Algorithm, j.Algorithm)
 	}
 	set := c.setFields()
 	for _, f := range set {

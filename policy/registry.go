@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,11 @@ type Factory interface {
 // ratelimit.Reconfigurer, the Registry applies a change of the policy's
 // configuration (same algorithm) to it, which must apply it to the limiters
 // it made (memory's and redis's do), and to the partitioned limiter;
-// otherwise it replaces the limiters.
+// otherwise it replaces the limiters. When the Factory is an io.Closer, the
+// Registry closes it once it no longer uses it: after closing the limiters
+// it made, when the policy is deleted, its limiters are replaced or the
+// Registry is closed (so that what the Factory holds for the policy, its
+// metrics say, goes with it).
 type Backend func(p Policy) (Factory, error)
 
 // Memory is the backend of limiters in the process (memory.NewFactory):
@@ -227,11 +232,23 @@ func (r *Registry) apply(ps []Policy, keep []string) error {
 		r.entries.Store(&next)
 	}
 	for _, e := range retired {
-		if err := e.lim.Close(); err != nil {
+		if err := e.close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// close closes e's limiters, then its factory if it is an io.Closer.
+func (e *entry) close() error {
+	return errors.Join(e.lim.Close(), closeFactory(e.factory))
+}
+
+func closeFactory(f Factory) error {
+	if c, ok := f.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // update applies p to e in place when it can, and reports whether it did.
@@ -278,7 +295,7 @@ func (r *Registry) newEntry(p Policy) (*entry, error) {
 		MaxPartitions: r.opts.MaxPartitions,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("policy: making the limiters of %q: %w", p.Name, err)
+		return nil, errors.Join(fmt.Errorf("policy: making the limiters of %q: %w", p.Name, err), closeFactory(f))
 	}
 	e := &entry{lim: lim, factory: f, global: p.Key == Global}
 	p = clonePolicy(p)
@@ -408,8 +425,8 @@ func (r *Registry) Reset(ctx context.Context, name, key string) error {
 }
 
 // Close stops following the store and closes every policy's limiters
-// (their waiters are refused); later calls return ratelimit.ErrClosed.
-// Safe to call twice.
+// (their waiters are refused) and the factories that are io.Closers; later
+// calls return ratelimit.ErrClosed. Safe to call twice.
 func (r *Registry) Close() error {
 	if r.closed.Swap(true) {
 		return nil
@@ -422,7 +439,7 @@ func (r *Registry) Close() error {
 	r.entries.Store(&empty)
 	var errs []error
 	for _, e := range old {
-		errs = append(errs, e.lim.Close())
+		errs = append(errs, e.close())
 	}
 	return errors.Join(errs...)
 }

@@ -63,7 +63,8 @@ import (
 // Period and PerPeriod (interval refill), and Burst.
 type Config struct {
 	// Rate is the continuous refill rate in tokens per second; rate.Inf means
-	// no limit: every request is granted, whatever Burst. Must be 0 when
+	// no limit: every request is granted, whatever its permits, also beyond
+	// Burst (which must still be 1 or more, as for any rate). Must be 0 when
 	// Period is set.
 	Rate rate.Limit
 	// Burst is the bucket's capacity: the most permits granted at once. Required.

@@ -103,7 +103,9 @@ func TestBrowser(t *testing.T) {
 	defer cancel()
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	defer cancelAlloc() // stops the browser this test started
-	cons := &console{expected: []string{"/api/policies", "/demo/run"}}
+	// /demo/sessions is opened as a page (a 405), and then Chromium asks
+	// for /favicon.ico (a 404), which only the pages name (as data:).
+	cons := &console{expected: []string{"/api/policies", "/demo/run", "/demo/sessions", "/favicon.ico"}}
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithListener(cons.listen))
 	defer cancelBrowser()
 
@@ -224,6 +226,14 @@ func TestBrowser(t *testing.T) {
 	if msg := text(`[data-err-for="a.fixedwindow.limit"]`); !strings.Contains(msg, "-1") {
 		t.Errorf("the error beside the limit reads %q", msg)
 	}
+	// The status line points up to it, by the field's name, and says it
+	// as the page does: no Go notation.
+	if st := text("#status"); !strings.Contains(st, "above, beside Limiter A's limit") {
+		t.Errorf("after an invalid limit the status reads %q", st)
+	}
+	if msg := text(`[data-err-for="a.fixedwindow.limit"]`); strings.Contains(msg, "2^53") || strings.Contains(msg, "[") {
+		t.Errorf("the error beside the limit reads %q", msg)
+	}
 
 	// Side by side at a window edge: the sliding log admits 10 of the 20,
 	// the fixed window up to 20.
@@ -237,6 +247,42 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("chart bars (offered, A, B): %v", bars)
 	}
 	shot("demo.png")
+
+	// A bad count of requests is outlined in red as a bad limit is, beside
+	// the button sent (a burst's and an edge's count are both traffic.n).
+	invalid := func(sel string) bool {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e.getAttribute('aria-invalid') === 'true' && getComputedStyle(e).outlineStyle === 'solid'; })()`, sel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	do("sending a burst of 0",
+		set("#burst-n", "0"),
+		chromedp.Click(chromedp.CSS("#fire-burst")),
+		wait(`document.querySelector('#group-burst [data-err-for="traffic.n"]').textContent !== ''`))
+	if !invalid("#burst-n") || invalid("#edge-n") {
+		t.Errorf("a burst of 0: the burst's count outlined %v, the edge's %v; want only the burst's", invalid("#burst-n"), invalid("#edge-n"))
+	}
+	if st := text("#status"); !strings.Contains(st, "above, beside the requests in the burst") {
+		t.Errorf("after a burst of 0 the status reads %q", st)
+	}
+	do("straddling an edge with 0",
+		set("#burst-n", "30"), set("#edge-n", "0"),
+		chromedp.Click(chromedp.CSS("#fire-edge")),
+		wait(`document.querySelector('#group-edge [data-err-for="traffic.n"]').textContent !== ''`))
+	if !invalid("#edge-n") || invalid("#burst-n") || text(`#group-burst [data-err-for="traffic.n"]`) != "" {
+		t.Errorf("an edge of 0: the edge's count outlined %v, the burst's %v (its message %q); want only the edge's", invalid("#edge-n"), invalid("#burst-n"), text(`#group-burst [data-err-for="traffic.n"]`))
+	}
+	do("resetting the edge's count", set("#edge-n", "10"))
+
+	// The demo's endpoints answer JSON, also to a method they do not take
+	// (a visitor opening /demo/sessions in the browser).
+	do("opening /demo/sessions", chromedp.Navigate(base+"/demo/sessions"))
+	if msg, err := chromedp.Run(bctx, chromedp.Evaluate[string](`JSON.parse(document.body.innerText).error`)); err != nil || !strings.Contains(msg, "not allowed") {
+		t.Errorf("GET /demo/sessions shows %q (%v), want a JSON error", msg, err)
+	}
 
 	// The management page: a wrong token is refused and changes nothing.
 	do("signing in with a wrong token",
@@ -263,8 +309,25 @@ func TestBrowser(t *testing.T) {
 		set("#token", ""), chromedp.SendKeys(chromedp.CSS("#token"), testToken), set("#actor", "test-admin"),
 		chromedp.Click(chromedp.CSS("#signin-btn")),
 		chromedp.WaitVisible(chromedp.CSS(`#policies tr[data-name="demo"]`)))
-	if got := text(`#policies tr[data-name="demo"] .limit`); got != "fixed window: 10 per 1m0s" {
+	if got := text(`#policies tr[data-name="demo"] .limit`); got != "fixed window: 10 per 1m" {
 		t.Errorf("the demo policy is listed as %q", got)
+	}
+	// The keys form suggests a key of the policy chosen: the demo page's
+	// only for a policy the demo may use.
+	placeholder := func() string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#reset-key').placeholder`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if pol, h := text("#reset-policy option:checked"), placeholder(); pol != "api" || h == "" || strings.Contains(h, "demo:") {
+		t.Errorf("the keys form chooses %q and suggests %q", pol, h)
+	}
+	do("choosing the demo policy for a key", set("#reset-policy", "demo"))
+	if h := placeholder(); !strings.Contains(h, "demo:visitor-1") {
+		t.Errorf("for the demo policy the keys form suggests %q", h)
 	}
 	do("saving an invalid limit",
 		chromedp.Click(chromedp.CSS(`#policies tr[data-name="demo"] button.edit`)),
@@ -285,7 +348,7 @@ func TestBrowser(t *testing.T) {
 		set("#p-limit", "5"),
 		chromedp.Click(chromedp.CSS("#save")),
 		wait(`document.querySelector('#policies tr[data-name="demo"] .version').textContent === '2'`))
-	if got := text(`#policies tr[data-name="demo"] .limit`); got != "fixed window: 5 per 1m0s" {
+	if got := text(`#policies tr[data-name="demo"] .limit`); got != "fixed window: 5 per 1m" {
 		t.Errorf("after the edit the policy is listed as %q", got)
 	}
 	if got := text(`#policies tr[data-name="demo"] .updated`); !strings.HasPrefix(got, "test-admin, ") {
@@ -293,6 +356,17 @@ func TestBrowser(t *testing.T) {
 	}
 	if v, l := policy(); v != 2 || l != 5 {
 		t.Errorf("after the edit the demo policy is at version %d, limit %d", v, l)
+	}
+	// The notice of the save goes at the next action.
+	if got := text("#notice"); got != "Saved demo at version 2." {
+		t.Errorf("after the save the notice reads %q", got)
+	}
+	do("reading a key's figures",
+		set("#reset-policy", "demo"), set("#reset-key", "demo:visitor-1"),
+		chromedp.Click(chromedp.CSS("#peek-btn")),
+		wait(`document.querySelector('#reset-msg').textContent.includes('remaining')`))
+	if got := text("#notice"); got != "" {
+		t.Errorf("after reading a key's figures the notice still reads %q", got)
 	}
 
 	// A write with a token that has become wrong is refused: the page asks
@@ -329,6 +403,12 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the key's figures after the reset: %q", got)
 	}
 
+	// The page opened again in the same tab keeps the token and lists the
+	// policies.
+	do("opening the management page again",
+		chromedp.Navigate(base+"/admin"),
+		chromedp.WaitVisible(chromedp.CSS(`#policies tr[data-name="demo"]`)))
+
 	// Create a policy (an empty list of applications is refused beside its
 	// field), then delete it.
 	do("creating a policy without applications",
@@ -342,7 +422,7 @@ func TestBrowser(t *testing.T) {
 		set("#p-apps", "web, mobile"),
 		chromedp.Click(chromedp.CSS("#save")),
 		chromedp.WaitVisible(chromedp.CSS(`#policies tr[data-name="checkout"]`)))
-	if got := text(`#policies tr[data-name="checkout"] .limit`); got != "sliding log: 100 per 1m0s" {
+	if got := text(`#policies tr[data-name="checkout"] .limit`); got != "sliding log: 100 per 1m" {
 		t.Errorf("the new policy is listed as %q", got)
 	}
 	shot("admin.png")
@@ -360,7 +440,7 @@ func TestBrowser(t *testing.T) {
 	if a, r := text("#a-allowed"), text("#a-refused"); a != "5" || r != "25" {
 		t.Errorf("a burst of 30 against the lowered limit of 5: the page reads %s allowed, %s refused", a, r)
 	}
-	if got := text("#a-label"); !strings.Contains(got, "5 per 1m0s") {
+	if got := text("#a-label"); !strings.Contains(got, "5 per 1m)") {
 		t.Errorf("the demo shows the policy as %q", got)
 	}
 

@@ -11,7 +11,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/strictjson"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/policy"
 	"github.com/limitkit/ratelimit/redis"
@@ -248,7 +248,7 @@ func (t *traffic) validate() error {
 		return badField("traffic.mode", t.Mode, `must be "one", "burst", "steady" or "edge"`)
 	}
 	if t.Hold < 0 || time.Duration(t.Hold) > maxHold {
-		return badField("traffic.hold", time.Duration(t.Hold), "must be 0 to %v", maxHold)
+		return badField("traffic.hold", t.Hold, "must be 0 to %v", policy.Duration(maxHold))
 	}
 	if t.Hold == 0 {
 		t.Hold = policy.Duration(defaultHold)
@@ -256,31 +256,18 @@ func (t *traffic) validate() error {
 	return nil
 }
 
-// decodeRun reads and checks a run's body.
+// decodeRun reads and checks a run's body: strictly (a key given twice,
+// an unknown field, trailing data are refused), in JSON's words; a body
+// over maxDemoBody is an *http.MaxBytesError, white space after the object
+// included.
 func decodeRun(r *http.Request) (runRequest, error) {
 	var req runRequest
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxDemoBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		var te *json.UnmarshalTypeError
-		var mb *http.MaxBytesError
-		switch {
-		case errors.As(err, &mb):
-			return req, err
-		case errors.As(err, &te):
-			got := "a JSON " + te.Value // encoding/json's Value is the JSON kind
-			if te.Type == durationType {
-				got = te.Value // policy.Duration's is the value
-			}
-			return req, badField(te.Field, te.Value, "must be %s, not %s", jsonKind(te.Type), got)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return req, badField(name, "", "unknown field")
+	if err := strictjson.Decode(http.MaxBytesReader(nil, r.Body, maxDemoBody), &req); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) {
+			return req, &fieldError{field: se.Field, value: se.Value, msg: se.Error()}
 		}
-		return req, badField("", "", "malformed JSON: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return req, badField("", "", "trailing data after the JSON object")
+		return req, err
 	}
 	if req.Session == "" {
 		return req, badField("session", "", "required: create one with POST /demo/sessions")
@@ -320,10 +307,13 @@ func (d *demo) parseSpec(name string, raw json.RawMessage) (spec, error) {
 			Policy string `json:"policy"`
 			Key    string `json:"key"`
 		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&ps); err != nil {
-			return spec{}, badField(name, string(raw), "a stored policy is {\"policy\": name, \"key\": key}: %v", err)
+		if err := strictjson.Unmarshal(raw, &ps); err != nil {
+			var se *strictjson.Error
+			if errors.As(err, &se) && se.Field != "" {
+				return spec{}, &fieldError{field: name + "." + se.Field, value: se.Value,
+					msg: fmt.Sprintf("%s.%s (a stored policy is {\"policy\": name, \"key\": key})", name, se.Error())}
+			}
+			return spec{}, badField(name, "", "a stored policy is {\"policy\": name, \"key\": key}: %v", err)
 		}
 		p, ok := d.reg.Policy(ps.Policy)
 		switch {
@@ -362,7 +352,11 @@ func (d *demo) parseSpec(name string, raw json.RawMessage) (spec, error) {
 			if fe.Field == "" || fe.Field == "name" || fe.Field == "key" || fe.Field == "apps" {
 				field = name
 			}
-			return spec{}, &fieldError{field: field, value: fe.Value, msg: fmt.Sprintf("%s.%s %s: %s", name, fe.Field, fe.Value, fe.Reason)}
+			msg := name + "." + fe.Field
+			if fe.Value != "" {
+				msg += " " + fe.Value
+			}
+			return spec{}, &fieldError{field: field, value: fe.Value, msg: msg + ": " + fe.Reason}
 		}
 		return spec{}, badField(name, "", "%v", err)
 	}
@@ -387,7 +381,7 @@ func checkBounds(name string, cfg ratelimit.Config) error {
 	}
 	window := func(field string, v time.Duration) error {
 		if v > maxDemoWindow {
-			return badField(name+"."+field, v, "at most %v in the demo", maxDemoWindow)
+			return badField(name+"."+field, policy.Duration(v), "at most %v in the demo", policy.Duration(maxDemoWindow))
 		}
 		return nil
 	}
@@ -428,23 +422,25 @@ func windowOf(cfg ratelimit.Config) (time.Duration, bool) {
 	return 0, false
 }
 
-// describe is a configuration in a few words.
+// describe is a configuration in a few words, durations as the page
+// writes them ("1m", not "1m0s").
 func describe(cfg ratelimit.Config) string {
+	d := func(v time.Duration) policy.Duration { return policy.Duration(v) }
 	switch c := cfg.(type) {
 	case tokenbucket.Config:
 		if c.Period > 0 {
-			return fmt.Sprintf("token bucket: %d every %v, burst %d", c.PerPeriod, c.Period, c.Burst)
+			return fmt.Sprintf("token bucket: %d every %v, burst %d", c.PerPeriod, d(c.Period), c.Burst)
 		}
 		return fmt.Sprintf("token bucket: %g/s, burst %d", float64(c.Rate), c.Burst)
 	case fixedwindow.Config:
-		return fmt.Sprintf("fixed window: %d per %v", c.Limit, c.Window)
+		return fmt.Sprintf("fixed window: %d per %v", c.Limit, d(c.Window))
 	case slidingwindow.Config:
 		if c.Segments > 0 {
-			return fmt.Sprintf("sliding window, %d segments: %d per %v", c.Segments, c.Limit, c.Window)
+			return fmt.Sprintf("sliding window, %d segments: %d per %v", c.Segments, c.Limit, d(c.Window))
 		}
-		return fmt.Sprintf("sliding window, weighted: %d per %v", c.Limit, c.Window)
+		return fmt.Sprintf("sliding window, weighted: %d per %v", c.Limit, d(c.Window))
 	case slidinglog.Config:
-		return fmt.Sprintf("sliding log: %d per %v", c.Limit, c.Window)
+		return fmt.Sprintf("sliding log: %d per %v", c.Limit, d(c.Window))
 	case concurrency.Config:
 		return fmt.Sprintf("concurrency: %d at once", c.Limit)
 	}
@@ -550,7 +546,7 @@ func (d *demo) run(w http.ResponseWriter, r *http.Request) {
 			window = time.Second
 		}
 		if window > maxEdgeWindow {
-			d.fail(w, badField("traffic.mode", "edge", "the window-edge scenario needs a window of at most %v, not %v", maxEdgeWindow, window))
+			d.fail(w, badField("traffic.mode", "edge", "the window-edge scenario needs a window of at most %v, not %v", policy.Duration(maxEdgeWindow), policy.Duration(window)))
 			return
 		}
 	}
@@ -774,29 +770,6 @@ func schedule(t traffic, window time.Duration, now time.Time) plan {
 		p.at = append(p.at, 2*slice+delta)
 	}
 	return p
-}
-
-// durationType is the type of policy.Duration's type errors.
-var durationType = reflect.TypeOf(time.Duration(0))
-
-// jsonKind names what a Go type takes in JSON.
-func jsonKind(t reflect.Type) string {
-	if t == durationType {
-		return `a duration string such as "1.5s"`
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Struct, reflect.Map:
-		return "a JSON object"
-	case reflect.Slice, reflect.Array:
-		return "a JSON array"
-	}
-	return "a JSON " + t.Kind().String()
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

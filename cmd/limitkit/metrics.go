@@ -6,6 +6,10 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/limitkit/ratelimit"
@@ -15,50 +19,110 @@ import (
 
 // metrics records the decisions of every stored policy's limiters with the
 // otel module, and serves them on /metrics in the Prometheus text format.
+// Each policy's instruments (by name and algorithm) are on a meter provider
+// of their own, so that a policy deleted takes its series with it, the
+// histograms' too (a meter provider never forgets a series it recorded).
 type metrics struct {
-	provider *sdkmetric.MeterProvider
+	base     *sdkmetric.MeterProvider // target_info, once
+	registry *prometheus.Registry     // base's
 	handler  http.Handler
 	backend  string // "memory" or "redis": the ratelimit.backend attribute
 
-	mu        sync.Mutex
-	recorders map[[2]string]*limitotel.Recorder // by policy name and algorithm
+	mu       sync.Mutex
+	policies map[[2]string]*policyMetrics // by policy name and algorithm
+}
+
+// policyMetrics is the Recorder of a policy's name and algorithm, and the
+// meter provider and registry its series are on.
+type policyMetrics struct {
+	recorder *limitotel.Recorder
+	provider *sdkmetric.MeterProvider
+	registry *prometheus.Registry
+	users    int // factories recording on it
 }
 
 func newMetrics(backend string) (*metrics, error) {
-	reader, handler, err := limitotel.NewPrometheus()
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
 		return nil, err
 	}
-	return &metrics{
-		provider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
-		handler:   handler,
-		backend:   backend,
-		recorders: map[[2]string]*limitotel.Recorder{},
-	}, nil
+	m := &metrics{
+		base:     sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
+		registry: reg,
+		backend:  backend,
+		policies: map[[2]string]*policyMetrics{},
+	}
+	m.handler = promhttp.HandlerFor(prometheus.GathererFunc(m.gather), promhttp.HandlerOpts{})
+	return m, nil
+}
+
+// gather collects the series of every policy in use.
+func (m *metrics) gather() ([]*dto.MetricFamily, error) {
+	m.mu.Lock()
+	gs := prometheus.Gatherers{m.registry}
+	for _, pm := range m.policies {
+		gs = append(gs, pm.registry)
+	}
+	m.mu.Unlock()
+	return gs.Gather()
 }
 
 // recorder returns the Recorder of p's name and algorithm, made on first
-// use and kept until close: a policy whose limiters are replaced (a change
-// of algorithm, a deletion and a new creation) goes on counting where it
-// was, as a Prometheus counter must.
+// use, and counts one more user of it (see release). A policy whose
+// limiters are replaced (a change of key kind) goes on counting where it
+// was, as a Prometheus counter must: the registry makes the new factory
+// before it closes the old one. A policy deleted (or changed to another
+// algorithm) is no longer served: its series go; made again, it counts
+// from zero, a reset that Prometheus's rate() reads as one.
 func (m *metrics) recorder(p policy.Policy) (*limitotel.Recorder, error) {
 	k := [2]string{p.Name, p.Algorithm()}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r := m.recorders[k]; r != nil {
-		return r, nil
+	if pm := m.policies[k]; pm != nil {
+		pm.users++
+		return pm.recorder, nil
 	}
-	r, err := limitotel.NewRecorder(limitotel.WithMeterProvider(m.provider),
-		limitotel.WithPolicy(p.Name), limitotel.WithConfig(p.Config), limitotel.WithBackend(m.backend))
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutTargetInfo())
 	if err != nil {
 		return nil, err
 	}
-	m.recorders[k] = r
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	r, err := limitotel.NewRecorder(limitotel.WithMeterProvider(provider),
+		limitotel.WithPolicy(p.Name), limitotel.WithConfig(p.Config), limitotel.WithBackend(m.backend))
+	if err != nil {
+		provider.Shutdown(context.Background())
+		return nil, err
+	}
+	m.policies[k] = &policyMetrics{recorder: r, provider: provider, registry: reg, users: 1}
 	return r, nil
 }
 
+// release counts one user less of the Recorder of name and algorithm; the
+// last one removes its series.
+func (m *metrics) release(k [2]string) error {
+	m.mu.Lock()
+	pm := m.policies[k]
+	if pm == nil {
+		m.mu.Unlock()
+		return nil
+	}
+	if pm.users--; pm.users > 0 {
+		m.mu.Unlock()
+		return nil
+	}
+	delete(m.policies, k)
+	m.mu.Unlock()
+	return pm.close()
+}
+
+func (pm *policyMetrics) close() error {
+	return errors.Join(pm.recorder.Close(), pm.provider.Shutdown(context.Background()))
+}
+
 // wrap returns b with every limiter it makes recording on its policy's
-// Recorder.
+// Recorder, until the registry closes the factory.
 func (m *metrics) wrap(b policy.Backend) policy.Backend {
 	return func(p policy.Policy) (policy.Factory, error) {
 		f, err := b(p)
@@ -69,19 +133,19 @@ func (m *metrics) wrap(b policy.Backend) policy.Backend {
 		if err != nil {
 			return nil, err
 		}
-		return &recordedFactory{f: f, r: r}, nil
+		return &recordedFactory{f: f, r: r, release: func() error { return m.release([2]string{p.Name, p.Algorithm()}) }}, nil
 	}
 }
 
 func (m *metrics) close() error {
 	m.mu.Lock()
 	var errs []error
-	for _, r := range m.recorders {
-		errs = append(errs, r.Close())
+	for _, pm := range m.policies {
+		errs = append(errs, pm.close())
 	}
-	m.recorders = map[[2]string]*limitotel.Recorder{}
+	m.policies = map[[2]string]*policyMetrics{}
 	m.mu.Unlock()
-	return errors.Join(append(errs, m.provider.Shutdown(context.Background()))...)
+	return errors.Join(append(errs, m.base.Shutdown(context.Background()))...)
 }
 
 // recordedFactory makes its factory's limiters, wrapped to record on r.
@@ -89,8 +153,18 @@ func (m *metrics) close() error {
 // to the limiters it made: memory's and redis's do), so that the registry
 // still changes a policy's limit in place, state kept.
 type recordedFactory struct {
-	f policy.Factory
-	r *limitotel.Recorder
+	f       policy.Factory
+	r       *limitotel.Recorder
+	release func() error
+	once    sync.Once
+}
+
+// Close tells the metrics that the registry no longer uses the factory:
+// the last of its policy's name and algorithm takes the series with it.
+func (rf *recordedFactory) Close() error {
+	var err error
+	rf.once.Do(func() { err = rf.release() })
+	return err
 }
 
 func (rf *recordedFactory) ForKey(key string) (ratelimit.Limiter, error) {

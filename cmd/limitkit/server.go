@@ -132,6 +132,20 @@ func newServer(ctx context.Context, opts options) (*server, error) {
 	mux.HandleFunc("POST /demo/sessions", s.demo.createSession)
 	mux.HandleFunc("GET /demo/policies", s.demo.policies)
 	mux.HandleFunc("POST /demo/run", s.demo.run)
+	// Another method on an endpoint is a 405 (with Allow), a path under
+	// /demo/ that is none a 404, in JSON as the errors of the demo's API
+	// and the admin API (the mux's own are plain text).
+	for path, allow := range map[string]string{
+		"/healthz": "GET", "/metrics": "GET", "/demo/sessions": "POST", "/demo/policies": "GET", "/demo/run": "POST",
+	} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			fail(w, http.StatusMethodNotAllowed, "", "", "method %s not allowed here (allowed: %s)", r.Method, allow)
+		})
+	}
+	mux.HandleFunc("/demo/", func(w http.ResponseWriter, r *http.Request) {
+		fail(w, http.StatusNotFound, "", "", "no such endpoint")
+	})
 	s.handler = s.logRequests(secure(mux))
 	return s, nil
 }

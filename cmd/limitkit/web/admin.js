@@ -57,6 +57,7 @@ async function signIn(ev) {
 }
 
 function signOut(message) {
+  notice('');
   admin.token = '';
   admin.editing = null;
   sessionStorage.removeItem('limitkit-token');
@@ -126,9 +127,22 @@ function render(list) {
   const current = sel.value;
   sel.replaceChildren(...policies.map(p => el('option', {value: p.name, text: p.name})));
   if (policies.some(p => p.name === current)) sel.value = current;
+  keyHint();
+}
+
+// keyHint suggests a key of the policy chosen in the keys form: the demo
+// page's keys only for a policy the demo may use.
+function keyHint() {
+  const p = admin.policies.find(p => p.name === $('#reset-policy').value);
+  let hint = '';
+  if (p && p.key === 'global') hint = 'any: a global policy has one count';
+  else if (p && (p.apps || []).some(a => a === 'demo' || a === '*')) hint = `a ${p.key}; the demo page's visitor-1 is demo:visitor-1`;
+  else if (p) hint = `a ${p.key}, as the applications pass it`;
+  $('#reset-key').placeholder = hint;
 }
 
 function openEditor(p) {
+  notice('');
   const form = $('#editor');
   clearErrors(form);
   $('#editor-error').textContent = '';
@@ -179,6 +193,7 @@ function policyOf() {
 
 async function save(ev) {
   ev.preventDefault();
+  notice('');
   const form = $('#editor');
   clearErrors(form);
   $('#editor-error').textContent = '';
@@ -200,6 +215,7 @@ async function save(ev) {
 }
 
 async function remove(p, button) {
+  notice('');
   if (button.dataset.confirm !== 'yes') {
     button.dataset.confirm = 'yes';
     button.textContent = `Really delete ${p.name}?`;
@@ -221,6 +237,7 @@ function keyPath() {
 // keyForm clears the keys form's messages and returns the form, or null,
 // with the error shown, when no key is given.
 function keyForm() {
+  notice('');
   const form = $('#keys');
   clearErrors(form);
   $('#keys-error').textContent = '';
@@ -253,6 +270,7 @@ async function reset() {
   }
 }
 
+// notice tells of an action done; the next action clears it.
 function notice(text) { $('#notice').textContent = text; }
 
 function setup() {
@@ -261,15 +279,16 @@ function setup() {
   algs.addEventListener('change', renderParams);
   $('#signin-form').addEventListener('submit', signIn);
   $('#signout').addEventListener('click', () => signOut('Signed out.'));
-  $('#refresh').addEventListener('click', refresh);
+  $('#refresh').addEventListener('click', () => { notice(''); refresh(); });
+  $('#reset-policy').addEventListener('change', keyHint);
   $('#new-policy').addEventListener('click', () => openEditor(null));
   $('#editor').addEventListener('submit', save);
-  $('#cancel').addEventListener('click', () => { $('#editor').hidden = true; admin.editing = null; });
+  $('#cancel').addEventListener('click', () => { $('#editor').hidden = true; admin.editing = null; notice(''); });
   $('#keys').addEventListener('submit', peek);
   $('#reset-btn').addEventListener('click', reset);
   $('#actor').value = admin.actor;
   if (admin.token) {
-    api('GET', '/policies').then(list => showApp(list.policies), err => handle(err, $('#signin'), $('#token-error')));
+    api('GET', '/policies').then(list => showApp(list), err => handle(err, $('#signin'), $('#token-error')));
   }
 }
 

@@ -40,29 +40,39 @@ function fieldValue(f, text) {
   return /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(text) ? Number(text) : text;
 }
 
-// showErrors clears the error spans under root, then writes err (the
-// {"error", "field"} JSON of the server) beside its field, or in fallback.
+// clearErrors clears the error spans under root and the fields marked
+// invalid.
 function clearErrors(root) {
   for (const s of $$('.err', root)) s.textContent = '';
   for (const i of $$('[aria-invalid]', root)) i.removeAttribute('aria-invalid');
 }
-function showError(root, err, fallback) {
+
+// showError writes err (the {"error", "field"} JSON of the server) beside
+// its field, which it marks invalid (outlined in red), or in fallback, and
+// returns the element that shows it. The field is looked for under each of
+// roots in turn (an element, or a list of them: the part of the page the
+// action came from first, when two parts have a field of the same name).
+function showError(roots, err, fallback) {
+  roots = Array.isArray(roots) ? roots : [roots];
   // "apps[2]" is shown beside "apps", "a.tokenbucket.queue.limit" beside
   // the nearest field the form has.
   let field = err.field || '';
-  let span = null;
-  while (field && !(span = $(`[data-err-for="${CSS.escape(field)}"]`, root))) {
+  let span = null, root = null;
+  while (field) {
+    root = roots.find(r => $(`[data-err-for="${CSS.escape(field)}"]`, r));
+    if (root) { span = $(`[data-err-for="${CSS.escape(field)}"]`, root); break; }
     const up = field.replace(/\[\d+\]$/, '').replace(/\.[^.]*$/, '');
     if (up === field) break;
     field = field.endsWith(']') ? field.replace(/\[\d+\]$/, '') : up;
   }
-  if (span) {
-    span.textContent = err.error;
-    const input = $(`[data-field="${CSS.escape(field)}"]`, root);
-    if (input) { input.setAttribute('aria-invalid', 'true'); input.focus(); }
-  } else {
+  if (!span) {
     fallback.textContent = err.error || String(err);
+    return fallback;
   }
+  span.textContent = err.error;
+  const input = $(`[data-field="${CSS.escape(field)}"]`, root);
+  if (input) { input.setAttribute('aria-invalid', 'true'); input.focus(); }
+  return span;
 }
 
 async function readError(res) {

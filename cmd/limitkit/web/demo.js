@@ -101,11 +101,24 @@ async function fire(traffic, retried = false) {
       await newSession();
       return fire(traffic, true);
     }
-    setStatus('error', 'Not sent: see the message below or beside the field.');
-    showError(form, err, $('#run-error'));
+    // A traffic field is looked for in the group of the mode sent first
+    // (a burst's and an edge's count are both traffic.n).
+    const shown = showError([$(`#group-${traffic.mode}`), form].filter(Boolean), err, $('#run-error'));
+    setStatus('error', `Not sent: see the message ${where(shown)}.`);
     return;
   }
   await readStream(res.body);
+}
+
+// where says where el, a message, is from the status line: above or
+// below it, and beside which field.
+function where(el) {
+  const above = el.compareDocumentPosition($('#status')) & Node.DOCUMENT_POSITION_FOLLOWING;
+  const field = el.dataset.errFor ? $(`[data-field="${CSS.escape(el.dataset.errFor)}"][aria-invalid]`) : null;
+  if (!field) return above ? 'above' : 'below';
+  const legend = field.closest('fieldset')?.querySelector('legend')?.firstChild?.textContent.trim();
+  const label = (field.closest('label')?.firstChild?.textContent || field.getAttribute('aria-label') || '').trim();
+  return `${above ? 'above' : 'below'}, beside ${legend ? `${legend}'s ${label}` : `the ${label}`}`;
 }
 
 // readStream parses the text/event-stream body: blocks separated by a
