@@ -57,25 +57,23 @@ package policy
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/concurrency"
-	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/strictjson"
-	"github.com/limitkit/ratelimit/slidinglog"
-	"github.com/limitkit/ratelimit/slidingwindow"
-	"github.com/limitkit/ratelimit/tokenbucket"
 	"golang.org/x/time/rate"
 )
 
@@ -298,46 +296,97 @@ func (p Policy) Validate() error {
 	return checkText("updated_by", p.UpdatedBy, MaxActorLen)
 }
 
-// goFields maps the Go field names that Validate errors name to their JSON
-// names.
-var goFields = []struct{ goName, json string }{
-	{"Queue.Limit", "queue.limit"}, {"Queue.Order", "queue.order"},
-	{"PerPeriod", "per_period"}, {"Period", "period"}, {"Burst", "burst"}, {"Rate", "rate"},
-	{"Segments", "segments"}, {"Window", "window"}, {"Limit", "limit"},
+// goName is the Go name of the field a configuration parameter's JSON
+// name names, as the algorithms' Validate errors write it ("per_period":
+// "PerPeriod", "queue.limit": "Queue.Limit").
+func goName(jsonName string) string {
+	b := []byte(jsonName)
+	up := true
+	out := b[:0]
+	for _, c := range b {
+		switch {
+		case c == '_':
+			up = true
+			continue
+		case c == '.':
+			up = true
+		case up && 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+			up = false
+		default:
+			up = false
+		}
+		out = append(out, c)
+	}
+	return string(out)
 }
 
+// jsonNames are the JSON names of every registered algorithm's parameters,
+// longest Go name first (so that "Period" is not found in "PerPeriod").
+var jsonNames = func() []string {
+	set := map[string]bool{"queue.limit": true, "queue.order": true}
+	for _, alg := range algo.Names() {
+		fields, _ := algo.Fields(alg)
+		for _, f := range fields {
+			if f.Kind != algo.Queue {
+				set[f.Name] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	return names
+}()
+
+// validateConfig checks cfg, of algorithm alg, with its Validate, and
+// what policies shared by a fleet need beyond it: a rate must be finite
+// (rate.Inf is for code, not for a shared policy), durations whole
+// microseconds, and what the Redis backend refuses (a sliding window's
+// segments of whole microseconds). A refusal is a *FieldError naming the
+// JSON field the error is about.
 func validateConfig(alg string, cfg ratelimit.Config) error {
-	c := toJSONConfig(cfg)
-	// Checks the algorithms leave to the backends or allow in code.
-	if tb, ok := cfg.(tokenbucket.Config); ok {
-		r := float64(tb.Rate)
-		if math.IsNaN(r) || math.IsInf(r, 0) || tb.Rate == rate.Inf {
-			return fieldErr(alg+".rate", r, "must be a finite number")
+	d, err := algo.Of("policy", cfg)
+	if err != nil {
+		return fieldErr("algorithm", fmt.Sprintf("%T", cfg), "is not an algorithm of limitkit")
+	}
+	values := map[string]any{}
+	for _, v := range d.Values() {
+		switch v.Kind {
+		case algo.Rate:
+			if r := v.V.(float64); math.IsNaN(r) || math.IsInf(r, 0) || r == float64(rate.Inf) {
+				return fieldErr(alg+"."+v.Name, r, "must be a finite number")
+			}
+			values[v.Name] = v.V
+		case algo.Duration:
+			dur := v.V.(time.Duration)
+			if dur%time.Microsecond != 0 {
+				return fieldErr(alg+"."+v.Name, Duration(dur).String(), "must be a whole number of microseconds")
+			}
+			values[v.Name] = Duration(dur).String()
+		case algo.Queue:
+			q := v.V.(ratelimit.Queue)
+			values["queue.limit"], values["queue.order"] = q.Limit, q.Order.String()
+		default:
+			values[v.Name] = v.V
 		}
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"window", time.Duration(c.Window)}, {"period", time.Duration(c.Period)}} {
-		if d.v%time.Microsecond != 0 {
-			return fieldErr(alg+"."+d.name, Duration(d.v).String(), "must be a whole number of microseconds")
-		}
-	}
-	err := cfg.Validate()
+	err = cfg.Validate()
 	if err == nil {
-		if sw, ok := cfg.(slidingwindow.Config); ok && sw.Segments > 0 && (sw.Window/time.Microsecond)%time.Duration(sw.Segments) != 0 {
-			return fieldErr(alg+".segments", sw.Segments, fmt.Sprintf("must split the window (%v) into segments of whole microseconds", Duration(sw.Window)))
+		if _, err = d.Redis(algo.RedisOptions{LeaseTTL: time.Second}); err == nil {
+			return nil
 		}
-		return nil
 	}
-	// Name the field the algorithm's error names, in JSON, with its value.
+	// Name the field the algorithm's error names first, in JSON, with its
+	// value.
 	msg := err.Error()
 	field, value := alg, any("")
 	best := len(msg)
-	for _, f := range goFields {
-		if i := strings.Index(msg, f.goName); i >= 0 && i < best {
-			best, field = i, alg+"."+f.json
-			value = c.value(f.json)
+	for _, name := range jsonNames {
+		if i := strings.Index(msg, goName(name)); i >= 0 && i < best {
+			best, field, value = i, alg+"."+name, values[name]
 		}
 	}
 	fe := fieldErr(field, value, jsonWords(alg, msg))
@@ -365,14 +414,23 @@ var goWords = []struct {
 // minutes ("1m0s", "1h30m0s"), which Duration's String writes shorter.
 var goDurationRE = regexp.MustCompile(`\b\d+h\d+m[\d.]+s\b|\b\d+m[\d.]+s\b`)
 
-var goFieldRE = regexp.MustCompile(`\b(Queue\.Limit|Queue\.Order|PerPeriod|Period|Burst|Rate|Segments|Window|Limit)\b`)
+// goFieldRE matches the Go names of jsonNames.
+var goFieldRE = func() *regexp.Regexp {
+	alts := make([]string, len(jsonNames))
+	for i, n := range jsonNames {
+		alts[i] = regexp.QuoteMeta(goName(n))
+	}
+	return regexp.MustCompile(`\b(` + strings.Join(alts, "|") + `)\b`)
+}()
 
 // jsonWords is the reason of alg's Validate error msg in the JSON form's
 // words, without the packages' prefixes and the field the error is about,
 // which a FieldError names.
 func jsonWords(alg, msg string) string {
-	if _, after, ok := strings.Cut(msg, alg+": "); ok {
-		msg = after
+	for _, pkg := range []string{alg, "redis"} {
+		if _, after, ok := strings.Cut(msg, pkg+": "); ok {
+			msg = after
+		}
 	}
 	for _, w := range goWords {
 		msg = w.re.ReplaceAllString(msg, w.with)
@@ -383,18 +441,18 @@ func jsonWords(alg, msg string) string {
 		}
 		return s
 	})
-	msg = goFieldRE.ReplaceAllStringFunc(msg, func(goName string) string {
-		for _, f := range goFields {
-			if f.goName == goName {
-				return f.json
+	msg = goFieldRE.ReplaceAllStringFunc(msg, func(g string) string {
+		for _, n := range jsonNames {
+			if goName(n) == g {
+				return n
 			}
 		}
-		return goName
+		return g
 	})
 	// "rate must be ..." and "window 1m must ..." under the field's name:
 	// the reason alone.
-	for _, f := range goFields {
-		if rest, ok := strings.CutPrefix(msg, f.json+" "); ok {
+	for _, n := range jsonNames {
+		if rest, ok := strings.CutPrefix(msg, n+" "); ok {
 			if i := strings.IndexByte(rest, ' '); i > 0 && !strings.HasPrefix(rest, "must ") && !strings.HasPrefix(rest, "is ") {
 				rest = rest[i+1:] // its value
 			}
@@ -411,16 +469,7 @@ func jsonWords(alg, msg string) string {
 type Duration time.Duration
 
 // String is d as MarshalJSON writes it, unquoted: "1m", "1m30s", "1.5s".
-func (d Duration) String() string {
-	s := time.Duration(d).String()
-	if t, ok := strings.CutSuffix(s, "m0s"); ok {
-		s = t + "m"
-		if t, ok := strings.CutSuffix(s, "h0m"); ok {
-			s = t + "h"
-		}
-	}
-	return s
-}
+func (d Duration) String() string { return algo.Short(time.Duration(d)) }
 
 // MarshalJSON encodes d as a duration string (see String).
 func (d Duration) MarshalJSON() ([]byte, error) {
@@ -450,59 +499,6 @@ type jsonQueue struct {
 	Order string `json:"order,omitempty"` // "oldest_first" (default) or "newest_first"
 }
 
-// jsonConfig is the union of the algorithms' fields; each algorithm
-// accepts only its own (see allowed).
-type jsonConfig struct {
-	Rate      *float64   `json:"rate,omitempty"`
-	Burst     int        `json:"burst,omitempty"`
-	Period    Duration   `json:"period,omitempty"`
-	PerPeriod int        `json:"per_period,omitempty"`
-	Limit     int        `json:"limit,omitempty"`
-	Window    Duration   `json:"window,omitempty"`
-	Segments  int        `json:"segments,omitempty"`
-	Queue     *jsonQueue `json:"queue,omitempty"`
-}
-
-func (c jsonConfig) value(field string) any {
-	switch field {
-	case "rate":
-		if c.Rate == nil {
-			return 0.0
-		}
-		return *c.Rate
-	case "burst":
-		return c.Burst
-	case "period":
-		return c.Period.String()
-	case "per_period":
-		return c.PerPeriod
-	case "limit":
-		return c.Limit
-	case "window":
-		return c.Window.String()
-	case "segments":
-		return c.Segments
-	case "queue.limit":
-		if c.Queue != nil {
-			return c.Queue.Limit
-		}
-	case "queue.order":
-		if c.Queue != nil {
-			return c.Queue.Order
-		}
-	}
-	return ""
-}
-
-// allowed lists the fields of each algorithm's JSON config.
-var allowed = map[string][]string{
-	TokenBucket:   {"rate", "burst", "period", "per_period", "queue"},
-	FixedWindow:   {"limit", "window", "queue"},
-	SlidingWindow: {"limit", "window", "segments", "queue"},
-	SlidingLog:    {"limit", "window", "queue"},
-	Concurrency:   {"limit", "queue"},
-}
-
 func queueJSON(q ratelimit.Queue) *jsonQueue {
 	if q == (ratelimit.Queue{}) {
 		return nil
@@ -518,91 +514,122 @@ func queueJSON(q ratelimit.Queue) *jsonQueue {
 	return j
 }
 
-func toJSONConfig(cfg ratelimit.Config) jsonConfig {
-	var c jsonConfig
-	switch v := cfg.(type) {
-	case tokenbucket.Config:
-		if v.Rate != 0 {
-			r := float64(v.Rate)
-			c.Rate = &r
-		}
-		c.Burst, c.Period, c.PerPeriod, c.Queue = v.Burst, Duration(v.Period), v.PerPeriod, queueJSON(v.Queue)
-	case fixedwindow.Config:
-		c.Limit, c.Window, c.Queue = v.Limit, Duration(v.Window), queueJSON(v.Queue)
-	case slidingwindow.Config:
-		c.Limit, c.Window, c.Segments, c.Queue = v.Limit, Duration(v.Window), v.Segments, queueJSON(v.Queue)
-	case slidinglog.Config:
-		c.Limit, c.Window, c.Queue = v.Limit, Duration(v.Window), queueJSON(v.Queue)
-	case concurrency.Config:
-		c.Limit, c.Queue = v.Limit, queueJSON(v.Queue)
+// queueFrom is the ratelimit.Queue of j, the queue of alg's configuration.
+func queueFrom(alg string, j jsonQueue) (ratelimit.Queue, error) {
+	q := ratelimit.Queue{Limit: j.Limit}
+	switch j.Order {
+	case "", "oldest_first":
+	case "newest_first":
+		q.Order = ratelimit.NewestFirst
+	default:
+		return q, fieldErr(alg+".queue.order", j.Order, `must be "oldest_first" or "newest_first"`)
 	}
-	return c
+	return q, nil
 }
 
-func fromJSONConfig(alg string, c jsonConfig) (ratelimit.Config, error) {
-	var q ratelimit.Queue
-	if c.Queue != nil {
-		q.Limit = c.Queue.Limit
-		switch c.Queue.Order {
-		case "", "oldest_first":
-		case "newest_first":
-			q.Order = ratelimit.NewestFirst
+// configJSON is the JSON object of a configuration: its parameters in
+// their algorithm's order, those at their zero value left out.
+func configJSON(d algo.Descriptor) (json.RawMessage, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for _, v := range d.Values() {
+		var x any
+		switch v.Kind {
+		case algo.Duration:
+			x = Duration(v.V.(time.Duration))
+		case algo.Queue:
+			x = queueJSON(v.V.(ratelimit.Queue))
 		default:
-			return nil, fieldErr(alg+".queue.order", c.Queue.Order, `must be "oldest_first" or "newest_first"`)
+			x = v.V
 		}
-	}
-	switch alg {
-	case TokenBucket:
-		cfg := tokenbucket.Config{Burst: c.Burst, Period: time.Duration(c.Period), PerPeriod: c.PerPeriod, Queue: q}
-		if c.Rate != nil {
-			cfg.Rate = rate.Limit(*c.Rate)
+		if reflect.ValueOf(x).IsZero() {
+			continue
 		}
-		return cfg, nil
-	case FixedWindow:
-		return fixedwindow.Config{Limit: c.Limit, Window: time.Duration(c.Window), Queue: q}, nil
-	case SlidingWindow:
-		return slidingwindow.Config{Limit: c.Limit, Window: time.Duration(c.Window), Segments: c.Segments, Queue: q}, nil
-	case SlidingLog:
-		return slidinglog.Config{Limit: c.Limit, Window: time.Duration(c.Window), Queue: q}, nil
-	case Concurrency:
-		return concurrency.Config{Limit: c.Limit, Queue: q}, nil
+		val, err := json.Marshal(x)
+		if err != nil {
+			return nil, err
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Quote(v.Name))
+		b.WriteByte(':')
+		b.Write(val)
 	}
-	return nil, fieldErr("algorithm", alg, "must be one of tokenbucket, fixedwindow, slidingwindow, slidinglog, concurrency")
+	b.WriteByte('}')
+	return b.Bytes(), nil
 }
 
-// jsonPolicy is a Policy in JSON; exactly one of the algorithm fields is
-// set, the one Algorithm names.
+// configFrom decodes raw, the JSON object of a configuration of alg,
+// refusing a field of no parameter of alg's.
+func configFrom(alg string, raw json.RawMessage) (ratelimit.Config, error) {
+	fields, ok := algo.Fields(alg)
+	if !ok {
+		return nil, fieldErr("algorithm", alg, "must be one of "+strings.Join(algo.Names(), ", "))
+	}
+	var m map[string]json.RawMessage
+	if err := strictjson.Unmarshal(raw, &m); err != nil {
+		return nil, decodeErr(err, alg, alg)
+	}
+	values := make(map[string]any, len(m))
+	for _, f := range fields {
+		raw, ok := m[f.Name]
+		if !ok {
+			continue
+		}
+		delete(m, f.Name)
+		var err error
+		switch f.Kind {
+		case algo.Count:
+			var n int
+			err = strictjson.Unmarshal(raw, &n)
+			values[f.Name] = n
+		case algo.Duration:
+			var d Duration
+			err = strictjson.Unmarshal(raw, &d)
+			values[f.Name] = time.Duration(d)
+		case algo.Rate:
+			var r float64
+			err = strictjson.Unmarshal(raw, &r)
+			values[f.Name] = r
+		case algo.Queue:
+			var j jsonQueue
+			if err = strictjson.Unmarshal(raw, &j); err == nil {
+				var q ratelimit.Queue
+				if q, err = queueFrom(alg, j); err != nil {
+					return nil, err
+				}
+				values[f.Name] = q
+			}
+		}
+		if err != nil {
+			return nil, decodeErr(err, alg+"."+f.Name, alg)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(m)) {
+		value := string(m[key])
+		if value[0] == '{' || value[0] == '[' {
+			value = value[:1] + "..." + value[len(value)-1:]
+		}
+		return nil, &FieldError{Field: alg + "." + key, Value: value, Reason: "is not a field of " + alg}
+	}
+	cfg, _ := algo.Build(alg, values)
+	return cfg, nil
+}
+
+// jsonPolicy is a Policy in JSON but for its configuration, which the
+// document holds under its algorithm's name ("tokenbucket": {...}),
+// after "algorithm".
 type jsonPolicy struct {
-	Name          string          `json:"name"`
-	Algorithm     string          `json:"algorithm"`
-	TokenBucket   json.RawMessage `json:"tokenbucket,omitempty"`
-	FixedWindow   json.RawMessage `json:"fixedwindow,omitempty"`
-	SlidingWindow json.RawMessage `json:"slidingwindow,omitempty"`
-	SlidingLog    json.RawMessage `json:"slidinglog,omitempty"`
-	Concurrency   json.RawMessage `json:"concurrency,omitempty"`
-	Key           string          `json:"key"`
-	Apps          []string        `json:"apps"`
-	Version       int64           `json:"version,omitempty"`
-	CreatedBy     string          `json:"created_by,omitempty"`
-	CreatedAt     *time.Time      `json:"created_at,omitempty"`
-	UpdatedBy     string          `json:"updated_by,omitempty"`
-	UpdatedAt     *time.Time      `json:"updated_at,omitempty"`
-}
-
-func (j *jsonPolicy) slot(alg string) *json.RawMessage {
-	switch alg {
-	case TokenBucket:
-		return &j.TokenBucket
-	case FixedWindow:
-		return &j.FixedWindow
-	case SlidingWindow:
-		return &j.SlidingWindow
-	case SlidingLog:
-		return &j.SlidingLog
-	case Concurrency:
-		return &j.Concurrency
-	}
-	return nil
+	Name      string     `json:"name"`
+	Algorithm string     `json:"algorithm"`
+	Key       string     `json:"key"`
+	Apps      []string   `json:"apps"`
+	Version   int64      `json:"version,omitempty"`
+	CreatedBy string     `json:"created_by,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	UpdatedBy string     `json:"updated_by,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -628,12 +655,23 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		CreatedBy: p.CreatedBy, CreatedAt: timePtr(p.CreatedAt),
 		UpdatedBy: p.UpdatedBy, UpdatedAt: timePtr(p.UpdatedAt),
 	}
-	c, err := json.Marshal(toJSONConfig(p.Config))
+	d, err := algo.Of("policy", p.Config)
 	if err != nil {
 		return nil, err
 	}
-	*j.slot(alg) = c
-	return json.Marshal(j)
+	c, err := configJSON(d)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := json.Marshal(j)
+	if err != nil {
+		return nil, err
+	}
+	// The configuration goes after "algorithm", under its name.
+	at := bytes.Index(doc, []byte(`,"key":`))
+	out := append(append([]byte{}, doc[:at]...), ',')
+	out = append(append(strconv.AppendQuote(out, alg), ':'), c...)
+	return append(out, doc[at:]...), nil
 }
 
 // UnmarshalJSON decodes p from the package's JSON form, refusing unknown
@@ -655,10 +693,11 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 // r (an *http.MaxBytesError) is returned as r gave it.
 func Decode(r io.Reader) (Policy, error) {
 	var j jsonPolicy
-	if err := decodeStrict(r, &j); err != nil {
+	configs, err := decodeStrict(r, &j)
+	if err != nil {
 		return Policy{}, err
 	}
-	return fromJSON(j)
+	return fromJSON(j, configs)
 }
 
 // requestPolicy is a policy as a request to the admin API carries it: its
@@ -676,24 +715,41 @@ type requestPolicy struct {
 // are ignored, whatever they hold.
 func decodeRequest(r io.Reader) (Policy, error) {
 	var j requestPolicy
-	if err := decodeStrict(r, &j); err != nil {
+	configs, err := decodeStrict(r, &j)
+	if err != nil {
 		return Policy{}, err
 	}
-	return fromJSON(j.jsonPolicy)
+	return fromJSON(j.jsonPolicy, configs)
 }
 
 // decodeStrict decodes into v the one JSON object r holds, refusing
-// malformed JSON, trailing data, duplicate keys and unknown fields. An
-// error of r (a body over its bound) is returned as it is.
-func decodeStrict(r io.Reader, v any) error {
+// malformed JSON, trailing data, duplicate keys and unknown fields, but
+// for the configurations under an algorithm's name, which it returns by
+// name. An error of r (a body over its bound) is returned as it is.
+func decodeStrict(r io.Reader, v any) (configs map[string]json.RawMessage, err error) {
 	raw, err := strictjson.Read(r)
 	if err != nil {
-		return decodeErr(err, "", "a policy")
+		return nil, decodeErr(err, "", "a policy")
 	}
 	if raw[0] != '{' { // null, which would decode as an empty policy, or not an object
-		return fmt.Errorf("%w: a policy is a JSON object, got %.20s", ErrInvalidPolicy, raw)
+		return nil, fmt.Errorf("%w: a policy is a JSON object, got %.20s", ErrInvalidPolicy, raw)
 	}
-	return decodeErr(strictjson.Unmarshal(raw, v), "", "a policy")
+	var top map[string]json.RawMessage
+	if err := strictjson.Unmarshal(raw, &top); err != nil {
+		return nil, decodeErr(err, "", "a policy")
+	}
+	configs = map[string]json.RawMessage{}
+	for key, c := range top {
+		if _, ok := algo.Fields(key); ok {
+			configs[key] = c
+			delete(top, key)
+		}
+	}
+	rest, err := json.Marshal(top)
+	if err != nil {
+		return nil, err
+	}
+	return configs, decodeErr(strictjson.Unmarshal(rest, v), "", "a policy")
 }
 
 // decodeErr is err, strictjson's, as this package's: a *FieldError naming
@@ -726,7 +782,7 @@ func decodeErr(err error, prefix, what string) error {
 	return &FieldError{Field: field, Value: se.Value, Reason: reason, err: se}
 }
 
-func fromJSON(j jsonPolicy) (Policy, error) {
+func fromJSON(j jsonPolicy, configs map[string]json.RawMessage) (Policy, error) {
 	p := Policy{
 		Name: j.Name, Key: j.Key, Apps: j.Apps, Version: j.Version,
 		CreatedBy: j.CreatedBy, UpdatedBy: j.UpdatedBy,
@@ -743,33 +799,19 @@ func fromJSON(j jsonPolicy) (Policy, error) {
 	if j.Algorithm == "" {
 		return Policy{}, fieldErr("algorithm", "", "is required")
 	}
-	slot := j.slot(j.Algorithm)
-	if slot == nil {
-		return Policy{}, fieldErr("algorithm", j.Algorithm, "must be one of tokenbucket, fixedwindow, slidingwindow, slidinglog, concurrency")
+	if _, ok := algo.Fields(j.Algorithm); !ok {
+		return Policy{}, fieldErr("algorithm", j.Algorithm, "must be one of "+strings.Join(algo.Names(), ", "))
 	}
-	for _, other := range []string{TokenBucket, FixedWindow, SlidingWindow, SlidingLog, Concurrency} {
-		if other != j.Algorithm && *j.slot(other) != nil {
+	for _, other := range algo.Names() {
+		if other != j.Algorithm && configs[other] != nil {
 			return Policy{}, fieldErr(other, "{...}", "is not the policy's algorithm "+strconv.Quote(j.Algorithm))
 		}
 	}
-	if *slot == nil {
+	raw := configs[j.Algorithm]
+	if raw == nil {
 		return Policy{}, fieldErr(j.Algorithm, "", "is required: the algorithm's configuration")
 	}
-	var c jsonConfig
-	if err := strictjson.Unmarshal(*slot, &c); err != nil {
-		return Policy{}, decodeErr(err, j.Algorithm, j.Algorithm)
-	}
-	set := c.setFields()
-	for _, f := range set {
-		ok := false
-		for _, a := range allowed[j.Algorithm] {
-			ok = ok || a == f
-		}
-		if !ok {
-			return Policy{}, fieldErr(j.Algorithm+"."+f, c.value(f), "is not a field of "+j.Algorithm)
-		}
-	}
-	cfg, err := fromJSONConfig(j.Algorithm, c)
+	cfg, err := configFrom(j.Algorithm, raw)
 	if err != nil {
 		return Policy{}, err
 	}
@@ -778,33 +820,4 @@ func fromJSON(j jsonPolicy) (Policy, error) {
 		return Policy{}, err
 	}
 	return p, nil
-}
-
-func (c jsonConfig) setFields() []string {
-	var s []string
-	if c.Rate != nil {
-		s = append(s, "rate")
-	}
-	if c.Burst != 0 {
-		s = append(s, "burst")
-	}
-	if c.Period != 0 {
-		s = append(s, "period")
-	}
-	if c.PerPeriod != 0 {
-		s = append(s, "per_period")
-	}
-	if c.Limit != 0 {
-		s = append(s, "limit")
-	}
-	if c.Window != 0 {
-		s = append(s, "window")
-	}
-	if c.Segments != 0 {
-		s = append(s, "segments")
-	}
-	if c.Queue != nil {
-		s = append(s, "queue")
-	}
-	return s
 }

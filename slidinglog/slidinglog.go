@@ -180,6 +180,6 @@ func init() {
 			algo.Dur("window", func(c *Config) *time.Duration { return &c.Window }),
 			algo.QueueOf(func(c *Config) *ratelimit.Queue { return &c.Queue }),
 		},
-		Describe: func(c Config) string { return fmt.Sprintf("sliding log: %d per %v", c.Limit, c.Window) },
+		Describe: func(c Config) string { return fmt.Sprintf("sliding log: %d per %v", c.Limit, algo.Short(c.Window)) },
 	})
 }

@@ -335,7 +335,7 @@ func init() {
 				return algo.Redis{}, err
 			}
 			if c.Segments > 0 && w%int64(c.Segments) != 0 {
-				return algo.Redis{}, fmt.Errorf("%w: redis: Window %v must split into Segments %d of whole microseconds", ratelimit.ErrInvalidConfig, c.Window, c.Segments)
+				return algo.Redis{}, fmt.Errorf("%w: redis: Segments %d must split Window %v into segments of whole microseconds", ratelimit.ErrInvalidConfig, c.Segments, c.Window)
 			}
 			// Both forms declare each other's keys, to convert the other's
 			// state after a switch (see the redis package's slidingwindow.lua).
@@ -350,9 +350,9 @@ func init() {
 		},
 		Describe: func(c Config) string {
 			if c.Segments > 0 {
-				return fmt.Sprintf("sliding window, %d segments: %d per %v", c.Segments, c.Limit, c.Window)
+				return fmt.Sprintf("sliding window, %d segments: %d per %v", c.Segments, c.Limit, algo.Short(c.Window))
 			}
-			return fmt.Sprintf("sliding window, weighted: %d per %v", c.Limit, c.Window)
+			return fmt.Sprintf("sliding window, weighted: %d per %v", c.Limit, algo.Short(c.Window))
 		},
 	})
 }

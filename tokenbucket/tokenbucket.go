@@ -455,7 +455,7 @@ func init() {
 		},
 		Describe: func(c Config) string {
 			if c.Period > 0 {
-				return fmt.Sprintf("token bucket: %d every %v, burst %d", c.PerPeriod, c.Period, c.Burst)
+				return fmt.Sprintf("token bucket: %d every %v, burst %d", c.PerPeriod, algo.Short(c.Period), c.Burst)
 			}
 			return fmt.Sprintf("token bucket: %g/s, burst %d", float64(c.Rate), c.Burst)
 		},

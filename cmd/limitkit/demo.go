@@ -19,14 +19,11 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
-	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/strictjson"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/policy"
 	"github.com/limitkit/ratelimit/redis"
-	"github.com/limitkit/ratelimit/slidinglog"
-	"github.com/limitkit/ratelimit/slidingwindow"
-	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
 // Bounds on what a demo may ask, so that no visitor can exhaust the server.
@@ -371,53 +368,52 @@ func (d *demo) parseSpec(name string, raw json.RawMessage) (spec, error) {
 // from every real caller's.
 func demoKey(key string) string { return "demo:" + key }
 
-// checkBounds refuses configurations bigger than a demo needs.
+// maxDemoSegments bounds a sliding window's segments, which the page
+// draws.
+const maxDemoSegments = 100
+
+// checkBounds refuses configurations bigger than a demo needs: counts over
+// maxDemoLimit (segments over maxDemoSegments), rates over maxDemoRate,
+// windows and periods over maxDemoWindow.
 func checkBounds(name string, cfg ratelimit.Config) error {
-	limit := func(field string, v int) error {
-		if v > maxDemoLimit {
-			return badField(name+"."+field, v, "at most %d in the demo", maxDemoLimit)
-		}
-		return nil
+	d, err := algo.Of("demo", cfg)
+	if err != nil {
+		return badField(name+".algorithm", fmt.Sprintf("%T", cfg), "not an algorithm of the demo")
 	}
-	window := func(field string, v time.Duration) error {
-		if v > maxDemoWindow {
-			return badField(name+"."+field, policy.Duration(v), "at most %v in the demo", policy.Duration(maxDemoWindow))
+	var errs []error
+	for _, v := range d.Values() {
+		field := name + "." + d.Name() + "." + v.Name
+		switch v.Kind {
+		case algo.Rate:
+			if r := v.V.(float64); r > maxDemoRate {
+				return badField(field, r, "at most %d per second in the demo", maxDemoRate)
+			}
+		case algo.Count:
+			if n := v.V.(int); v.Name == "segments" && n > maxDemoSegments {
+				return badField(field, n, "at most %d in the demo", maxDemoSegments)
+			} else if v.Name != "segments" && n > maxDemoLimit {
+				errs = append(errs, badField(field, n, "at most %d in the demo", maxDemoLimit))
+			}
+		case algo.Duration:
+			if w := v.V.(time.Duration); w > maxDemoWindow {
+				errs = append(errs, badField(field, policy.Duration(w), "at most %v in the demo", policy.Duration(maxDemoWindow)))
+			}
 		}
-		return nil
 	}
-	switch c := cfg.(type) {
-	case tokenbucket.Config:
-		if float64(c.Rate) > maxDemoRate {
-			return badField(name+".tokenbucket.rate", float64(c.Rate), "at most %d per second in the demo", maxDemoRate)
-		}
-		return errors.Join(limit("tokenbucket.burst", c.Burst), limit("tokenbucket.per_period", c.PerPeriod), window("tokenbucket.period", c.Period))
-	case fixedwindow.Config:
-		return errors.Join(limit("fixedwindow.limit", c.Limit), window("fixedwindow.window", c.Window))
-	case slidingwindow.Config:
-		if c.Segments > 100 {
-			return badField(name+".slidingwindow.segments", c.Segments, "at most 100 in the demo")
-		}
-		return errors.Join(limit("slidingwindow.limit", c.Limit), window("slidingwindow.window", c.Window))
-	case slidinglog.Config:
-		return errors.Join(limit("slidinglog.limit", c.Limit), window("slidinglog.window", c.Window))
-	case concurrency.Config:
-		return limit("concurrency.limit", c.Limit)
-	}
-	return badField(name+".algorithm", fmt.Sprintf("%T", cfg), "not an algorithm of the demo")
+	return errors.Join(errs...)
 }
 
-// windowOf is the window or refill period of cfg, and whether it is a
-// fixed window.
+// windowOf is the window or refill period of cfg (its first duration), and
+// whether it is a fixed window.
 func windowOf(cfg ratelimit.Config) (time.Duration, bool) {
-	switch c := cfg.(type) {
-	case tokenbucket.Config:
-		return c.Period, false
-	case fixedwindow.Config:
-		return c.Window, true
-	case slidingwindow.Config:
-		return c.Window, false
-	case slidinglog.Config:
-		return c.Window, false
+	d, err := algo.Of("demo", cfg)
+	if err != nil {
+		return 0, false
+	}
+	for _, v := range d.Values() {
+		if v.Kind == algo.Duration {
+			return v.V.(time.Duration), d.Name() == policy.FixedWindow
+		}
 	}
 	return 0, false
 }
@@ -425,24 +421,8 @@ func windowOf(cfg ratelimit.Config) (time.Duration, bool) {
 // describe is a configuration in a few words, durations as the page
 // writes them ("1m", not "1m0s").
 func describe(cfg ratelimit.Config) string {
-	d := func(v time.Duration) policy.Duration { return policy.Duration(v) }
-	switch c := cfg.(type) {
-	case tokenbucket.Config:
-		if c.Period > 0 {
-			return fmt.Sprintf("token bucket: %d every %v, burst %d", c.PerPeriod, d(c.Period), c.Burst)
-		}
-		return fmt.Sprintf("token bucket: %g/s, burst %d", float64(c.Rate), c.Burst)
-	case fixedwindow.Config:
-		return fmt.Sprintf("fixed window: %d per %v", c.Limit, d(c.Window))
-	case slidingwindow.Config:
-		if c.Segments > 0 {
-			return fmt.Sprintf("sliding window, %d segments: %d per %v", c.Segments, c.Limit, d(c.Window))
-		}
-		return fmt.Sprintf("sliding window, weighted: %d per %v", c.Limit, d(c.Window))
-	case slidinglog.Config:
-		return fmt.Sprintf("sliding log: %d per %v", c.Limit, d(c.Window))
-	case concurrency.Config:
-		return fmt.Sprintf("concurrency: %d at once", c.Limit)
+	if d, err := algo.Of("demo", cfg); err == nil {
+		return d.Describe()
 	}
 	return fmt.Sprintf("%T", cfg)
 }

@@ -327,3 +327,17 @@ func PerSecond[C any](name string, f func(*C) *rate.Limit) Param[C] {
 func QueueOf[C any](f func(*C) *ratelimit.Queue) Param[C] {
 	return Param[C]{Name: "queue", Kind: Queue, Get: func(c C) any { return *f(&c) }, Set: func(c *C, v any) { *f(c) = v.(ratelimit.Queue) }}
 }
+
+// Short is d as time.Duration's String writes it, without the zero units
+// after the largest ("1m", not "1m0s"; "1h", not "1h0m0s"): how policies
+// and the server's pages write durations.
+func Short(d time.Duration) string {
+	s := d.String()
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+		if t, ok := strings.CutSuffix(s, "h0m"); ok {
+			s = t + "h"
+		}
+	}
+	return s
+}
