@@ -38,8 +38,9 @@ func fmtCount(v float64) string {
 func fmtRatio(n int) string { return fmt.Sprintf("%.2fx", float64(n)/limit) }
 
 // colours gives every algorithm (and the reference and the peer) one
-// colour, the same in every chart of the report. Grey is what was offered,
-// and nothing else.
+// colour, the same in every chart of the report and on the server's demo
+// page (cmd/limitkit/web/common.js, which TestDemoColours holds to this
+// table). Grey is what was offered, and nothing else.
 var colours = map[string]string{
 	"tokenbucket":             "#1f77b4",
 	"tokenbucket-interval":    "#17becf",
