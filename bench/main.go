@@ -252,7 +252,7 @@ func run(c config, stdout io.Writer, p *progress) (*results, error) {
 			if err != nil {
 				return err
 			}
-			real, shared = client, &backend{name: "redis", client: client}
+			real, shared = client, &backend{name: "redis", client: client, addr: addr}
 			res.env.redis = "Redis " + v
 			return nil
 		}})
@@ -412,14 +412,15 @@ func plan(c config, res *results, backends []*backend, real *goredis.Client, ser
 		}
 		if real != nil {
 			for _, a := range algorithms() {
+				addr := backends[len(backends)-1].addr
 				add("memory", fmt.Sprintf("memory: %s on redis, %d rounds", a.name, redisHeapRounds), 2, func(ctx context.Context) error {
 					f := footprint{algorithm: a.name, backend: "redis", keys: n(redisMemoryKeys)}
 					for range redisHeapRounds {
-						client, done, err := memoryServer(real, serverDir)
+						addr, done, err := memoryServer(addr, serverDir)
 						if err != nil {
 							return err
 						}
-						v, err := redisPerKey(ctx, client, a, f.keys)
+						v, err := redisPerKey(ctx, addr, a, f.keys)
 						done()
 						if err != nil {
 							return err
@@ -442,19 +443,19 @@ func newClient(addr string) *goredis.Client {
 	return goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 128, ContextTimeoutEnabled: true})
 }
 
-// memoryServer is the server an algorithm's Redis memory is measured on: a
-// fresh one in dir, so that every algorithm's keys grow the server's
-// dictionaries from the same start, or real when there is no dir (-redis).
-func memoryServer(real *goredis.Client, dir string) (*goredis.Client, func(), error) {
+// memoryServer is the address of the server an algorithm's Redis memory
+// is measured on: a fresh one in dir, so that every algorithm's keys grow
+// the server's dictionaries from the same start, or real when there is no
+// dir (-redis).
+func memoryServer(real, dir string) (string, func(), error) {
 	if dir == "" {
 		return real, func() {}, nil
 	}
 	srv, err := redistest.StartServer(dir)
 	if err != nil {
-		return nil, nil, err
+		return "", nil, err
 	}
-	client := newClient(srv.Addr)
-	return client, func() { client.Close(); srv.Stop() }, nil
+	return srv.Addr, srv.Stop, nil
 }
 
 // weight is a step's weight on b: inMemory in memory, remote on Redis,

@@ -235,7 +235,16 @@ func standing(es []entry, higherIsBetter bool) (best, rest []entry) {
 	return best, rest
 }
 
+// names is the names of es, in the order of algorithms() (then the
+// reference and the peer): a group no measurement tells apart is named in
+// the same order on every run.
 func names(es []entry) []string {
+	rank := map[string]int{xrateName: len(algorithms()), peerName: len(algorithms()) + 1}
+	for i, a := range algorithms() {
+		rank[a.name] = i
+	}
+	es = slices.Clone(es)
+	sort.SliceStable(es, func(i, j int) bool { return rank[es[i].name] < rank[es[j].name] })
 	out := make([]string, len(es))
 	for i, e := range es {
 		out[i] = e.name
@@ -253,7 +262,8 @@ func and(names []string) string {
 
 // leaders says who leads es in a sentence: one name with its figure when
 // it is measurably ahead of every other, or "no measurable difference
-// among ..." when it is not; then the next, measurably behind.
+// among ..." when it is not; then the next, measurably behind (several
+// when no measurement tells them apart).
 func leaders(es []entry, higherIsBetter bool, show func(float64) string) string {
 	best, rest := standing(es, higherIsBetter)
 	if len(best) == 0 {
@@ -262,16 +272,25 @@ func leaders(es []entry, higherIsBetter bool, show func(float64) string) string 
 	var s string
 	if len(best) == 1 {
 		s = fmt.Sprintf("%s, %s", best[0].name, show(best[0].s.median()))
-		if len(rest) > 0 {
-			s += fmt.Sprintf(" (next: %s, %s)", rest[0].name, show(rest[0].s.median()))
-		}
-		return s
+	} else {
+		s = fmt.Sprintf("no measurable difference among %s (%s)", and(names(best)), showRange(best, show))
 	}
-	s = fmt.Sprintf("no measurable difference among %s (%s to %s)", and(names(best)), show(best[0].s.median()), show(best[len(best)-1].s.median()))
-	if len(rest) > 0 {
-		s += fmt.Sprintf("; next: %s, %s", rest[0].name, show(rest[0].s.median()))
+	if next, _ := standing(rest, higherIsBetter); len(next) > 0 {
+		s += fmt.Sprintf("; next: %s, %s", and(names(next)), showRange(next, show))
 	}
 	return s
+}
+
+// showRange is the medians of es, least to most: "52 to 57", or one figure.
+func showRange(es []entry, show func(float64) string) string {
+	lo, hi := es[0].s.median(), es[0].s.median()
+	for _, e := range es {
+		lo, hi = min(lo, e.s.median()), max(hi, e.s.median())
+	}
+	if show(lo) == show(hi) {
+		return show(lo)
+	}
+	return show(lo) + " to " + show(hi)
 }
 
 // verdict is e's place beside the best of es, in words.
@@ -523,10 +542,10 @@ func (r *results) chooseMemory() (choice, bool) {
 		}
 		w := fmt.Sprintf("%s: %s per key", strings.ToUpper(b.where[:1])+b.where[1:], fmtBytes(best[0].s))
 		if len(best) > 1 {
-			w = fmt.Sprintf("%s: no measurable difference among %s (%s to %s per key)", strings.ToUpper(b.where[:1])+b.where[1:], and(names(best)), fmtBytes(best[0].s), fmtBytes(best[len(best)-1].s))
+			w = fmt.Sprintf("%s: no measurable difference among %s (%s per key)", strings.ToUpper(b.where[:1])+b.where[1:], and(names(best)), showRange(best, func(v float64) string { return fmt.Sprintf("%.0f B", v) }))
 		}
-		if len(rest) > 0 {
-			w += fmt.Sprintf(", next %s %s", rest[0].name, fmtBytes(rest[0].s))
+		if next, _ := standing(rest, false); len(next) > 0 {
+			w += fmt.Sprintf(", next %s at %s", and(names(next)), showRange(next, func(v float64) string { return fmt.Sprintf("%.0f B", v) }))
 		}
 		whys = append(whys, w)
 	}

@@ -121,6 +121,7 @@ func describe(cfg ratelimit.Config) string {
 type backend struct {
 	name   string
 	client goredis.UniversalClient // nil for memory
+	addr   string                  // the server's, for clients of a step's own (real Redis only)
 	seq    int
 }
 
@@ -830,38 +831,36 @@ func info(ctx context.Context, client goredis.UniversalClient, section string) (
 	return fields, nil
 }
 
-// redisPerKey is the growth of Redis's used_memory (less its clients') per key over n keys of
-// 17 bytes before the algorithm's suffix, one grant each. The keys are
-// removed afterwards.
-func redisPerKey(ctx context.Context, client *goredis.Client, a algorithm, n int) (float64, error) {
-	var warm sync.WaitGroup // open the pool's connections before measuring
-	for g := 0; g < 64; g++ {
-		warm.Add(1)
-		go func() { defer warm.Done(); client.Ping(ctx) }()
-	}
-	warm.Wait()
-	before, err := dataMemory(ctx, client)
+// redisPerKey is the growth of the server's used_memory per key over n
+// keys of 17 bytes before the algorithm's suffix, one grant each. The keys
+// are made on 64 goroutines through a client of their own; the memory is
+// read on a connection of its own, before the keys are made and once that
+// client's connections are closed, less what the connections' buffers hold
+// (mem_clients_normal). Buffers grow and shrink with the traffic, not with
+// the keys: read beside 64 busy connections the figure moved by tens of
+// bytes per key from round to round, read this way by a byte or two. The
+// keys are removed afterwards.
+func redisPerKey(ctx context.Context, addr string, a algorithm, n int) (float64, error) {
+	meas := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, ContextTimeoutEnabled: true})
+	defer meas.Close()
+	before, err := dataMemory(ctx, meas)
 	if err != nil {
 		return 0, err
 	}
 	prefix := fmt.Sprintf("b%x:", time.Now().UnixNano()%0xfff)
+	defer unlinkMatching(context.WithoutCancel(ctx), meas, prefix+"*")
+	work := newClient(addr)
 	ls := make([]*redis.Limiter, n)
-	closeAll := func() { // before the keys go, so no release writes them again
-		var wg sync.WaitGroup // on 64 goroutines: closing releases held leases, a call each
-		for g := 0; g < 64; g++ {
-			wg.Add(1)
-			go func(g int) {
-				defer wg.Done()
-				for k := g; k < n; k += 64 {
-					if ls[k] != nil {
-						ls[k].Close()
-						ls[k] = nil
-					}
-				}
-			}(g)
+	// closeAll closes the limiters once their client is closed, so that
+	// no release writes a key again.
+	closeAll := sync.OnceFunc(func() {
+		work.Close()
+		for _, l := range ls {
+			if l != nil {
+				l.Close()
+			}
 		}
-		wg.Wait()
-	}
+	})
 	defer closeAll()
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -870,15 +869,15 @@ func redisPerKey(ctx context.Context, client *goredis.Client, a algorithm, n int
 		go func(g int) {
 			defer wg.Done()
 			for k := g; k < n; k += 64 {
-				l, err := redis.New(client, fmt.Sprintf("k%011d", k), a.kept, redis.WithPrefix(prefix), redis.WithTimeout(stepTimeout))
+				l, err := redis.New(work, fmt.Sprintf("k%011d", k), a.kept, redis.WithPrefix(prefix), redis.WithTimeout(stepTimeout))
 				if err == nil {
+					ls[k] = l
 					_, err = l.Acquire(ctx, 1)
 				}
 				if err != nil {
 					errs <- err
 					return
 				}
-				ls[k] = l
 			}
 		}(g)
 	}
@@ -887,10 +886,10 @@ func redisPerKey(ctx context.Context, client *goredis.Client, a algorithm, n int
 	if err := <-errs; err != nil {
 		return 0, err
 	}
-	after, err := dataMemory(ctx, client)
-	closeAll()
-	if err := unlinkMatching(ctx, client, prefix+"*"); err != nil {
+	work.Close()
+	after, err := dataMemory(ctx, meas)
+	if err != nil {
 		return 0, err
 	}
-	return float64(after-before) / float64(n), err
+	return float64(after-before) / float64(n), nil
 }
