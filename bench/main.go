@@ -128,7 +128,7 @@ type results struct {
 	traffics  []traffic
 	scaleOuts []scaleOut
 	memory    []footprint
-	peers     []cost // limitkit beside redis_rate on Redis
+	seed      int64 // the bursty scenario's
 }
 
 // environment is what the figures were measured on.
@@ -210,7 +210,7 @@ func run(c config, stdout io.Writer, p *progress) (*results, error) {
 	if c.scale == 0 {
 		c.scale = 1
 	}
-	res := &results{started: time.Now(), duration: c.duration, env: environment{
+	res := &results{started: time.Now(), duration: c.duration, seed: c.seed, env: environment{
 		cpus: runtime.NumCPU(), cpu: cpuModel(), goos: runtime.GOOS, goarch: runtime.GOARCH, goVersion: runtime.Version()}}
 	mem := &backend{name: "memory"}
 	backends := []*backend{mem}
@@ -252,7 +252,7 @@ func run(c config, stdout io.Writer, p *progress) (*results, error) {
 			if err != nil {
 				return err
 			}
-			real, shared = client, &backend{name: "redis", client: client}
+			real, shared = client, &backend{name: "redis", client: client, addr: addr}
 			res.env.redis = "Redis " + v
 			return nil
 		}})
@@ -314,41 +314,58 @@ func plan(c config, res *results, backends []*backend, real *goredis.Client, ser
 		steps = append(steps, step{group, name, weight, do})
 	}
 	n := func(base int) int { return max(int(float64(base)*c.scale), 100) }
+	// costs runs cases over rounds, and keeps whatever was measured.
+	costs := func(ctx context.Context, rounds int, prepare func() ([]benchCase, func(), error)) error {
+		cases, done, err := prepare()
+		if err != nil {
+			return err
+		}
+		defer done()
+		rs, err := alternate(ctx, cases, rounds)
+		res.costs = append(res.costs, rs...)
+		return err
+	}
 	if c.scenarios["cost"] {
-		add("cost", "cost: x/time/rate in memory", 0.3, func(ctx context.Context) error {
-			for _, g := range []int{1, 8} {
-				res.costs = append(res.costs, xrateCost(g, n(300_000)))
-			}
-			return nil
+		mem := backends[0]
+		add("cost", fmt.Sprintf("cost: x/time/rate and every algorithm in memory, 1 and 8 goroutines, %d rounds", memoryCostRounds), 3, func(ctx context.Context) error {
+			return costs(ctx, memoryCostRounds, func() ([]benchCase, func(), error) {
+				return memoryCases(ctx, mem, []int{1, 8}, n(300_000/memoryCostRounds))
+			})
 		})
-		for _, b := range backends {
-			if b.name == "miniredis" {
-				continue
+		if real != nil {
+			redis := backends[len(backends)-1]
+			add("cost", fmt.Sprintf("cost: every algorithm on redis, 1 goroutine, %d rounds", redisCostRounds), 4, func(ctx context.Context) error {
+				return costs(ctx, redisCostRounds, func() ([]benchCase, func(), error) {
+					return redisCases(ctx, redis, algorithms(), 1, n(3_000/redisCostRounds), false)
+				})
+			})
+			peers := c.scenarios["peers"]
+			name := fmt.Sprintf("cost: every algorithm on redis, %d goroutines, %d rounds", peerGoroutines, redisCostRounds)
+			if peers {
+				name += fmt.Sprintf(", beside redis_rate on one key and %s keys", fmtCount(manyKeys))
 			}
-			for _, a := range algorithms() {
-				for _, g := range []int{1, 64} {
-					count := n(300_000)
-					switch {
-					case b.name == "memory" && g == 64:
-						g = 8 // the machine's parallelism is what matters in memory
-					case b.client != nil && g == 1:
-						count = n(3_000)
-					case b.client != nil:
-						count = n(10_000)
-					}
-					add("cost", fmt.Sprintf("cost: %s on %s, %d goroutines", a.name, b.name, g), b.weight(0.1, 0.3), func(ctx context.Context) error {
-						r, err := costOf(ctx, b, a, g, count)
-						if err == nil {
-							res.costs = append(res.costs, r)
-						}
-						return err
-					})
-				}
+			add("cost", name, 12, func(ctx context.Context) error {
+				return costs(ctx, redisCostRounds, func() ([]benchCase, func(), error) {
+					return redisCases(ctx, redis, algorithms(), peerGoroutines, n(6_000), peers)
+				})
+			})
+		}
+	} else if c.scenarios["peers"] && real != nil {
+		redis := backends[len(backends)-1]
+		var bucket []algorithm
+		for _, a := range algorithms() {
+			if a.name == "tokenbucket" {
+				bucket = append(bucket, a)
 			}
 		}
+		add("cost", fmt.Sprintf("redis_rate beside limitkit: one key and %s keys, %d goroutines, %d rounds", fmtCount(manyKeys), peerGoroutines, redisCostRounds), 6, func(ctx context.Context) error {
+			return costs(ctx, redisCostRounds, func() ([]benchCase, func(), error) {
+				return redisCases(ctx, redis, bucket, peerGoroutines, n(6_000), true)
+			})
+		})
 	}
 	if c.scenarios["accuracy"] {
-		res.traffics = scenarios(c.duration, randSource(c.seed))
+		res.traffics = scenarios(c.duration, c.seed)
 		for _, tr := range res.traffics {
 			for _, b := range backends {
 				for _, a := range algorithms() {
@@ -373,7 +390,7 @@ func plan(c config, res *results, backends []*backend, real *goredis.Client, ser
 					continue
 				}
 				add("scale-out", fmt.Sprintf("scale-out: %s on %s", a.name, b.name), b.weight(0.01, 0.05), func(ctx context.Context) error {
-					r, err := simulateScaleOut(ctx, b, a, 5*time.Second)
+					r, err := simulateScaleOut(ctx, b, a, scaleOutFor)
 					if err == nil {
 						res.scaleOuts = append(res.scaleOuts, r)
 					}
@@ -384,32 +401,37 @@ func plan(c config, res *results, backends []*backend, real *goredis.Client, ser
 	}
 	if c.scenarios["memory"] {
 		for _, a := range algorithms() {
-			add("memory", fmt.Sprintf("memory: %s in memory", a.name), 0.1, func(ctx context.Context) error {
-				res.memory = append(res.memory, heapPerLimiter(a, n(100_000)))
+			add("memory", fmt.Sprintf("memory: %s in memory, %d rounds", a.name, heapRounds), 0.1, func(ctx context.Context) error {
+				f := footprint{algorithm: a.name, backend: "memory", keys: n(100_000)}
+				for range heapRounds {
+					f.bytes = append(f.bytes, heapPerLimiter(a, f.keys))
+				}
+				res.memory = append(res.memory, f)
 				return nil
 			})
-			if real != nil {
-				add("memory", fmt.Sprintf("memory: %s on redis", a.name), 2, func(ctx context.Context) error {
-					client, done, err := memoryServer(real, serverDir)
-					if err != nil {
-						return err
+		}
+		if real != nil {
+			for _, a := range algorithms() {
+				addr := backends[len(backends)-1].addr
+				add("memory", fmt.Sprintf("memory: %s on redis, %d rounds", a.name, redisHeapRounds), 2, func(ctx context.Context) error {
+					f := footprint{algorithm: a.name, backend: "redis", keys: n(redisMemoryKeys)}
+					for range redisHeapRounds {
+						addr, done, err := memoryServer(addr, serverDir)
+						if err != nil {
+							return err
+						}
+						v, err := redisPerKey(ctx, addr, a, f.keys)
+						done()
+						if err != nil {
+							return err
+						}
+						f.bytes = append(f.bytes, v)
 					}
-					defer done()
-					f, err := redisPerKey(ctx, client, a, n(redisMemoryKeys))
-					if err == nil {
-						res.memory = append(res.memory, f)
-					}
-					return err
+					res.memory = append(res.memory, f)
+					return nil
 				})
 			}
 		}
-	}
-	if c.scenarios["peers"] && real != nil {
-		add("redis_rate", fmt.Sprintf("redis_rate beside limitkit: %s keys and one key, 64 goroutines", fmtCount(manyKeys)), 4, func(ctx context.Context) error {
-			rs, err := redisKeys(ctx, real, n(peerCalls), peerRounds)
-			res.peers = append(res.peers, rs...)
-			return err
-		})
 	}
 	return steps
 }
@@ -421,19 +443,19 @@ func newClient(addr string) *goredis.Client {
 	return goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 128, ContextTimeoutEnabled: true})
 }
 
-// memoryServer is the server an algorithm's Redis memory is measured on: a
-// fresh one in dir, so that every algorithm's keys grow the server's
-// dictionaries from the same start, or real when there is no dir (-redis).
-func memoryServer(real *goredis.Client, dir string) (*goredis.Client, func(), error) {
+// memoryServer is the address of the server an algorithm's Redis memory
+// is measured on: a fresh one in dir, so that every algorithm's keys grow
+// the server's dictionaries from the same start, or real when there is no
+// dir (-redis).
+func memoryServer(real, dir string) (string, func(), error) {
 	if dir == "" {
 		return real, func() {}, nil
 	}
 	srv, err := redistest.StartServer(dir)
 	if err != nil {
-		return nil, nil, err
+		return "", nil, err
 	}
-	client := newClient(srv.Addr)
-	return client, func() { client.Close(); srv.Stop() }, nil
+	return srv.Addr, srv.Stop, nil
 }
 
 // weight is a step's weight on b: inMemory in memory, remote on Redis,

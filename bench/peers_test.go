@@ -235,18 +235,29 @@ func BenchmarkRedisLone(b *testing.B) {
 func BenchmarkRedisKeys(b *testing.B) {
 	c := newClient(redistest.Start(b).Addr)
 	defer c.Close()
-	costs, err := redisKeys(context.Background(), c, 40_000, 5)
+	ctx := context.Background()
+	bucket, _ := algorithmNamed("tokenbucket")
+	cases, done, err := redisCases(ctx, &backend{name: "redis", client: c}, []algorithm{bucket}, peerGoroutines, 40_000, true)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := 0; i+1 < len(costs); i += 2 { // ours, then redis_rate, per key count
-		ours, theirs := costs[i], costs[i+1]
-		name := fmt.Sprintf("%d-keys", ours.keys)
-		b.ReportMetric(ours.perSecond, "decisions/s-limitkit-"+name)
-		b.ReportMetric(theirs.perSecond, "decisions/s-redis_rate-"+name)
+	defer done()
+	costs, err := alternate(ctx, cases, 5)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &results{costs: costs}
+	for _, k := range []int{1, manyKeys} {
+		ours, theirs, ok := r.peerPair(k)
+		if !ok {
+			b.Fatalf("%d keys: the pair was not measured", k)
+		}
+		name := fmt.Sprintf("%d-keys", k)
+		b.ReportMetric(ours.perSecond.median(), "decisions/s-limitkit-"+name)
+		b.ReportMetric(theirs.perSecond.median(), "decisions/s-redis_rate-"+name)
 		b.ReportMetric(float64(ours.p99.Microseconds()), "p99-µs-limitkit-"+name)
 		b.ReportMetric(float64(theirs.p99.Microseconds()), "p99-µs-redis_rate-"+name)
-		b.ReportMetric(ours.perSecond/theirs.perSecond, "throughput-ratio-"+name)
+		b.ReportMetric(ours.perSecond.median()/theirs.perSecond.median(), "throughput-ratio-"+name)
 		b.ReportMetric(float64(ours.p99)/float64(theirs.p99), "p99-ratio-"+name)
 		b.ReportMetric(ours.bytesPerOp, "B/decision-limitkit-"+name)
 		b.ReportMetric(theirs.bytesPerOp, "B/decision-redis_rate-"+name)

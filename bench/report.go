@@ -2,9 +2,8 @@ package main
 
 import (
 	"fmt"
-	"html"
-	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,61 +34,118 @@ func fmtCount(v float64) string {
 	return s
 }
 
-// colours gives every algorithm (and the reference and peer) one colour,
-// the same in every chart of the report.
+// fmtRatio is n as a multiple of the limit: 2.00x.
+func fmtRatio(n int) string { return fmt.Sprintf("%.2fx", float64(n)/limit) }
+
+// colours gives every algorithm (and the reference and the peer) one
+// colour, the same in every chart of the report and on the server's demo
+// page (cmd/limitkit/web/common.js, which TestDemoColours holds to this
+// table). Grey is what was offered, and nothing else.
 var colours = map[string]string{
 	"tokenbucket":             "#1f77b4",
 	"tokenbucket-interval":    "#17becf",
 	"fixedwindow":             "#d62728",
 	"slidingwindow-segmented": "#ff7f0e",
-	"slidingwindow-weighted":  "#8c6d1f",
+	"slidingwindow-weighted":  "#8c564b",
 	"slidinglog":              "#2ca02c",
 	"concurrency":             "#9467bd",
-	xrateName:                 "#7f7f7f",
-	peerName:                  "#e377c2",
+	xrateName:                 "#e377c2",
+	peerName:                  "#bcbd22",
 }
 
 // offeredColour fills what was offered, behind what was admitted.
-const offeredColour = "#d0d0d0"
+const offeredColour = "#c7c7c7"
 
 func colour(name string) string {
 	if c, ok := colours[name]; ok {
 		return c
 	}
-	return "#444"
+	return "#444444"
 }
 
-// table is a header and rows, rendered as markdown or HTML.
-type table struct {
-	id, title, about string
-	head             []string
-	rows             [][]string
+// algorithmNamed is the algorithm of that name, if it is one.
+func algorithmNamed(name string) (algorithm, bool) {
+	for _, a := range algorithms() {
+		if a.name == name {
+			return a, true
+		}
+	}
+	return algorithm{}, false
 }
 
-// is reports whether c was measured on b at g goroutines.
-func (c cost) is(b string, g int) bool { return c.backend == b && c.goroutines == g }
+// configOf is the configuration the scenarios ran for name, as Go source
+// writes it.
+func configOf(name string) string {
+	if a, ok := algorithmNamed(name); ok {
+		return describe(a.cfg)
+	}
+	return ""
+}
 
-// costAt is the cost of algorithm on backend at g goroutines, if measured.
-func (r *results) costAt(algorithm, backend string, g int) (cost, bool) {
+// --- lookups --------------------------------------------------------------
+
+// costAt is the cost of algorithm on backend at g goroutines over keys keys
+// (0 in memory, 1 for one Redis key), if measured.
+func (r *results) costAt(algorithm, backend string, g, keys int) (cost, bool) {
 	for _, c := range r.costs {
-		if c.algorithm == algorithm && c.is(backend, g) {
+		if c.algorithm == algorithm && c.backend == backend && c.goroutines == g && c.keys == keys {
 			return c, true
 		}
 	}
 	return cost{}, false
 }
 
-// costNames is the algorithms with cost rows, in the order measured.
+// costNames is the names with cost rows on backend, in the order measured.
 func (r *results) costNames(backend string) []string {
 	var names []string
-	seen := map[string]bool{}
 	for _, c := range r.costs {
-		if c.backend == backend && !seen[c.algorithm] {
-			seen[c.algorithm] = true
+		if c.backend == backend && !slices.Contains(names, c.algorithm) {
 			names = append(names, c.algorithm)
 		}
 	}
 	return names
+}
+
+func (r *results) footprintOf(algorithm, backend string) (footprint, bool) {
+	for _, m := range r.memory {
+		if m.algorithm == algorithm && m.backend == backend {
+			return m, true
+		}
+	}
+	return footprint{}, false
+}
+
+// run is the accuracy run of algorithm on traffic in memory, if made.
+func (r *results) run(traffic, algorithm string) (accuracy, bool) {
+	for _, a := range r.accuracy {
+		if a.backend == "memory" && a.traffic == traffic && a.algorithm == algorithm {
+			return a, true
+		}
+	}
+	return accuracy{}, false
+}
+
+// rateNames is the algorithms with accuracy runs in memory, in the order run.
+func (r *results) rateNames() []string {
+	var names []string
+	for _, a := range r.accuracy {
+		if a.backend == "memory" && !slices.Contains(names, a.algorithm) {
+			names = append(names, a.algorithm)
+		}
+	}
+	return names
+}
+
+// runs is algorithm's accuracy runs in memory, one per traffic, and
+// whether every traffic has one.
+func (r *results) runs(algorithm string) ([]accuracy, bool) {
+	var out []accuracy
+	for _, tr := range r.traffics {
+		if a, ok := r.run(tr.name, algorithm); ok {
+			out = append(out, a)
+		}
+	}
+	return out, len(out) == len(r.traffics) && len(out) > 0
 }
 
 // sameAsMemory is how many of a's decisions equal those of the same
@@ -99,17 +155,16 @@ func (r *results) sameAsMemory(a accuracy) (same, of int, ok bool) {
 	if a.backend == "memory" {
 		return 0, 0, false
 	}
-	for _, m := range r.accuracy {
-		if m.backend == "memory" && m.traffic == a.traffic && m.algorithm == a.algorithm && len(m.granted) == len(a.granted) {
-			for i := range m.granted {
-				if m.granted[i] == a.granted[i] {
-					same++
-				}
-			}
-			return same, len(a.granted), true
+	m, found := r.run(a.traffic, a.algorithm)
+	if !found || len(m.granted) != len(a.granted) {
+		return 0, 0, false
+	}
+	for i := range m.granted {
+		if m.granted[i] == a.granted[i] {
+			same++
 		}
 	}
-	return 0, 0, false
+	return same, len(a.granted), true
 }
 
 // agreement sums sameAsMemory over every run off memory.
@@ -124,232 +179,75 @@ func (r *results) agreement() (differ, of, runs int) {
 	return differ, of, runs
 }
 
-func (r *results) footprintOf(algorithm, backend string) (float64, bool) {
-	for _, m := range r.memory {
-		if m.algorithm == algorithm && m.backend == backend {
-			return m.bytesPerKey, true
-		}
+// sharedName is the backend the Redis scripts ran on, as a sentence names it.
+func (r *results) sharedName() string {
+	if slices.Contains(r.backends, "miniredis") {
+		return "miniredis"
 	}
-	return 0, false
+	return "Redis"
 }
 
-// memoryAccuracy is the accuracy runs in memory, by algorithm, in the order run.
-func (r *results) memoryAccuracy() (names []string, runs map[string][]accuracy) {
-	runs = map[string][]accuracy{}
-	for _, a := range r.accuracy {
-		if a.backend != "memory" {
-			continue
-		}
-		if _, ok := runs[a.algorithm]; !ok {
-			names = append(names, a.algorithm)
-		}
-		runs[a.algorithm] = append(runs[a.algorithm], a)
+// sharedBackend is the backend name of the Redis scripts' runs.
+func (r *results) sharedBackend() string {
+	if slices.Contains(r.backends, "miniredis") {
+		return "miniredis"
 	}
-	return names, runs
+	return "redis"
 }
 
-// worst is the run of runs with the largest max window.
-func worst(runs []accuracy) accuracy {
-	w := runs[0]
-	for _, a := range runs[1:] {
-		if a.maxWindow > w.maxWindow {
-			w = a
-		}
-	}
-	return w
+// --- rankings ---------------------------------------------------------------
+//
+// A figure measured in rounds ranks above another only when every round of
+// it beat every round of the other: a difference beyond the run-to-run
+// spread. Otherwise the report says there is no measurable difference.
+
+// entry is a named figure measured in rounds.
+type entry struct {
+	name string
+	s    spread
 }
 
-func (r *results) traffic(name string) traffic {
-	for _, tr := range r.traffics {
-		if tr.name == name {
-			return tr
-		}
+// standing splits es into the best and the rest: the best is the entry
+// with the best median and every entry no measurement shows worse than
+// it; the rest, each measurably worse, best first.
+func standing(es []entry, higherIsBetter bool) (best, rest []entry) {
+	if len(es) == 0 {
+		return nil, nil
 	}
-	return traffic{name: name}
-}
-
-// exactWithin is the max window at or under which an algorithm counts as
-// never over its limit (the ratio is printed to two places).
-const exactWithin = 1.005
-
-// summary is a few sentences for choosing an algorithm, every figure from
-// this run; a sentence whose figures were not measured is left out.
-func (r *results) summary() []string {
-	var out []string
-	names, runs := r.memoryAccuracy()
-	caveat := func(name string) string {
-		if rs, ok := runs[name]; ok {
-			if w := worst(rs); w.maxWindow > exactWithin {
-				return fmt.Sprintf(", but it admits up to %.2fx the limit in a 1s window (%s)", w.maxWindow, w.traffic)
-			}
+	es = slices.Clone(es)
+	sort.SliceStable(es, func(i, j int) bool {
+		if higherIsBetter {
+			return es[i].s.median() > es[j].s.median()
 		}
-		return ""
-	}
-	bytes := func(name string) string {
-		var parts []string
-		if v, ok := r.footprintOf(name, "memory"); ok {
-			parts = append(parts, fmt.Sprintf("%.0f bytes per key in memory", v))
+		return es[i].s.median() < es[j].s.median()
+	})
+	for _, e := range es {
+		worse := e.s.below(es[0].s)
+		if !higherIsBetter {
+			worse = es[0].s.below(e.s)
 		}
-		if v, ok := r.footprintOf(name, "redis"); ok {
-			parts = append(parts, fmt.Sprintf("%.0f on Redis", v))
-		}
-		if len(parts) == 0 {
-			return ""
-		}
-		return ", at " + strings.Join(parts, " and ")
-	}
-	if len(names) > 0 {
-		var exact []string
-		loosest := worst(runs[names[0]])
-		for _, n := range names {
-			w := worst(runs[n])
-			if w.maxWindow <= exactWithin && len(runs[n]) == len(r.traffics) { // exact in every scenario run
-				exact = append(exact, n+bytes(n))
-			}
-			if w.maxWindow > loosest.maxWindow {
-				loosest = w
-			}
-		}
-		if len(exact) > 0 {
-			out = append(out, fmt.Sprintf("Exact in any 1s window (never over the limit in any of the %d scenarios): %s.", len(r.traffics), strings.Join(exact, "; ")))
+		if worse {
+			rest = append(rest, e)
 		} else {
-			out = append(out, "No algorithm stayed within its limit in every 1s window.")
-		}
-		if loosest.maxWindow > exactWithin {
-			out = append(out, fmt.Sprintf("Furthest over the limit: %s, %.2fx the limit within one second in the %s scenario (%s).",
-				loosest.algorithm, loosest.maxWindow, loosest.traffic, r.traffic(loosest.traffic).about))
-		}
-		var steady []accuracy
-		for _, n := range names {
-			for _, a := range runs[n] {
-				if a.traffic == "steady" {
-					steady = append(steady, a)
-				}
-			}
-		}
-		if len(steady) > 1 {
-			sort.SliceStable(steady, func(i, j int) bool { return steady[i].cv < steady[j].cv })
-			s, rough := steady[0], steady[len(steady)-1]
-			// Algorithms whose CVs print the same are named together.
-			tied := func(cv float64) []string {
-				var names []string
-				for _, a := range steady {
-					if fmt.Sprintf("%.2f", a.cv) == fmt.Sprintf("%.2f", cv) {
-						names = append(names, a.algorithm)
-					}
-				}
-				return names
-			}
-			smoothest := tied(s.cv)
-			note := caveat(s.algorithm)
-			if len(smoothest) > 1 { // each tied one's caveat, by name
-				note = ""
-				for _, n := range smoothest {
-					note += strings.Replace(caveat(n), "but it", "but "+n, 1)
-				}
-			}
-			out = append(out, fmt.Sprintf("Smoothest under steady overload: %s (CV of admitted per 100ms %.2f; the roughest, %s, %.2f)%s.",
-				and(smoothest), s.cv, and(tied(rough.cv)), rough.cv, note))
+			best = append(best, e)
 		}
 	}
-	var leastParts []string
-	for _, b := range []struct{ backend, where string }{{"memory", "in memory"}, {"redis", "on Redis"}} {
-		least := math.Inf(1)
-		for _, m := range r.memory {
-			if m.backend == b.backend && m.algorithm != "concurrency" {
-				least = math.Min(least, m.bytesPerKey)
-			}
-		}
-		var names []string // those whose figure prints as the least's
-		for _, m := range r.memory {
-			if m.backend == b.backend && m.algorithm != "concurrency" && fmt.Sprintf("%.0f", m.bytesPerKey) == fmt.Sprintf("%.0f", least) {
-				names = append(names, m.algorithm)
-			}
-		}
-		note := ""
-		for _, n := range names {
-			note += strings.Replace(caveat(n), "but it", "but "+n, 1)
-		}
-		if len(names) > 0 {
-			leastParts = append(leastParts, fmt.Sprintf("%s, %s at %.0f bytes per key%s", b.where, and(names), least, note))
-		}
+	return best, rest
+}
+
+// names is the names of es, in the order of algorithms() (then the
+// reference and the peer): a group no measurement tells apart is named in
+// the same order on every run.
+func names(es []entry) []string {
+	rank := map[string]int{xrateName: len(algorithms()), peerName: len(algorithms()) + 1}
+	for i, a := range algorithms() {
+		rank[a.name] = i
 	}
-	if len(leastParts) > 0 {
-		out = append(out, "Least memory per key: "+strings.Join(leastParts, "; ")+".")
-	}
-	var mem []cost
-	for _, c := range r.costs {
-		if c.is("memory", 1) && c.algorithm != xrateName && c.algorithm != "concurrency" {
-			mem = append(mem, c)
-		}
-	}
-	if len(mem) > 1 {
-		sort.SliceStable(mem, func(i, j int) bool { return mem[i].nsPerOp < mem[j].nsPerOp })
-		ref := ""
-		if x, ok := r.costAt(xrateName, "memory", 1); ok {
-			ref = fmt.Sprintf(" (x/time/rate %.0f ns)", x.nsPerOp)
-		}
-		out = append(out, fmt.Sprintf("Cheapest in memory: %s, %.0f ns per decision on one goroutine%s; the dearest, %s, %.0f ns.",
-			mem[0].algorithm, mem[0].nsPerOp, ref, mem[len(mem)-1].algorithm, mem[len(mem)-1].nsPerOp))
-	}
-	var red []cost
-	for _, c := range r.costs {
-		if c.is("redis", 64) && c.algorithm != "concurrency" {
-			red = append(red, c)
-		}
-	}
-	if len(red) > 1 {
-		sort.SliceStable(red, func(i, j int) bool { return red[i].perSecond > red[j].perSecond })
-		out = append(out, fmt.Sprintf("On Redis at 64 goroutines: most decisions per second %s, %s/s (p99 %s); fewest %s, %s/s (p99 %s).",
-			red[0].algorithm, fmtCount(red[0].perSecond), fmtDur(red[0].p99), red[len(red)-1].algorithm, fmtCount(red[len(red)-1].perSecond), fmtDur(red[len(red)-1].p99)))
-	}
-	var conc []string
-	if c, ok := r.costAt("concurrency", "memory", 1); ok {
-		conc = append(conc, fmt.Sprintf("%.0f ns per Acquire and Release in memory", c.nsPerOp))
-	}
-	if c, ok := r.costAt("concurrency", "redis", 64); ok {
-		conc = append(conc, fmt.Sprintf("%s/s on Redis at 64 goroutines (p99 %s)", fmtCount(c.perSecond), fmtDur(c.p99)))
-	}
-	if len(conc) > 0 {
-		out = append(out, "Concurrency bounds what is in flight, not a rate: "+strings.Join(conc, ", ")+".")
-	}
-	var beside []string
-	for _, k := range r.peerKeys() {
-		ours, theirs, ok := r.peerPair(k)
-		if ok {
-			beside = append(beside, fmt.Sprintf("on %s %s/s (p99 %s) against %s/s (p99 %s), %.2fx the throughput",
-				keysName(k), fmtCount(ours.perSecond), fmtDur(ours.p99), fmtCount(theirs.perSecond), fmtDur(theirs.p99), ours.perSecond/theirs.perSecond))
-		}
-	}
-	if len(beside) > 0 {
-		out = append(out, "limitkit's token bucket beside go-redis/redis_rate, 64 goroutines, same run: "+strings.Join(beside, "; ")+".")
-	}
-	if len(r.scaleOuts) > 0 {
-		var parts []string
-		pick := r.scaleOuts[0].algorithm
-		for _, n := range names {
-			if worst(runs[n]).maxWindow <= exactWithin {
-				pick = n
-				break
-			}
-		}
-		for _, s := range r.scaleOuts {
-			if s.algorithm == pick {
-				where := "in memory (a limit each)"
-				if s.backend != "memory" {
-					where = "sharing one key on " + r.sharedName()
-				}
-				parts = append(parts, fmt.Sprintf("%.0f/s %s", s.perSecond, where))
-			}
-		}
-		out = append(out, fmt.Sprintf("Three replicas, each offered 2x the limit of %d/s (%s): %s.", limit, pick, strings.Join(parts, ", ")))
-	}
-	if differ, of, runs := r.agreement(); runs > 0 {
-		if differ == 0 {
-			out = append(out, fmt.Sprintf("Memory and %s made the same decision on every one of %s arrivals (%d runs): the arrivals are whole microseconds, Redis's clock resolution.", r.sharedName(), fmtCount(float64(of)), runs))
-		} else {
-			out = append(out, fmt.Sprintf("Memory and %s differ on %d of %s arrivals (%d runs); the accuracy tables say where.", r.sharedName(), differ, fmtCount(float64(of)), runs))
-		}
+	es = slices.Clone(es)
+	sort.SliceStable(es, func(i, j int) bool { return rank[es[i].name] < rank[es[j].name] })
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.name
 	}
 	return out
 }
@@ -362,205 +260,376 @@ func and(names []string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
-// sharedName is the backend the Redis scripts ran on, as a sentence names it.
-func (r *results) sharedName() string {
-	for _, b := range r.backends {
-		if b == "miniredis" {
-			return b
+// leaders says who leads es in a sentence: one name with its figure when
+// it is measurably ahead of every other, or "no measurable difference
+// among ..." when it is not; then the next, measurably behind (several
+// when no measurement tells them apart).
+func leaders(es []entry, higherIsBetter bool, show func(float64) string) string {
+	best, rest := standing(es, higherIsBetter)
+	if len(best) == 0 {
+		return ""
+	}
+	var s string
+	if len(best) == 1 {
+		s = fmt.Sprintf("%s, %s", best[0].name, show(best[0].s.median()))
+	} else {
+		s = fmt.Sprintf("no measurable difference among %s (%s)", and(names(best)), showRange(best, show))
+	}
+	if next, _ := standing(rest, higherIsBetter); len(next) > 0 {
+		s += fmt.Sprintf("; next: %s, %s", and(names(next)), showRange(next, show))
+	}
+	return s
+}
+
+// showRange is the medians of es, least to most: "52 to 57", or one figure.
+func showRange(es []entry, show func(float64) string) string {
+	lo, hi := es[0].s.median(), es[0].s.median()
+	for _, e := range es {
+		lo, hi = min(lo, e.s.median()), max(hi, e.s.median())
+	}
+	if show(lo) == show(hi) {
+		return show(lo)
+	}
+	return show(lo) + " to " + show(hi)
+}
+
+// verdict is e's place beside the best of es, in words.
+func verdict(e entry, es []entry, higherIsBetter bool, best, worse string) string {
+	top, _ := standing(es, higherIsBetter)
+	if len(top) == 0 {
+		return "-"
+	}
+	for _, t := range top {
+		if t.name == e.name {
+			if len(top) == 1 {
+				return best
+			}
+			return "no measurable difference from the " + best
 		}
 	}
-	return "Redis"
+	return fmt.Sprintf("measurably %s (%.1fx the %s)", worse, e.s.median()/top[0].s.median(), best)
 }
 
-func keysName(k int) string {
-	if k == 1 {
-		return "one key"
-	}
-	return fmtCount(float64(k)) + " keys (one limiter per key)"
+// --- the first screen ---------------------------------------------------------
+
+// choice answers one need: the algorithms the figures favour, what the
+// run measured that favours them, the figure that shows it, and the
+// configuration they ran.
+type choice struct {
+	need   string
+	names  []string // the algorithms chosen, for their colours
+	pick   string   // the choice in words
+	why    string
+	fig    string // the id of the section that shows it
+	config string
 }
 
-// peerKeys is the key counts of the redis_rate comparison, in the order run.
-func (r *results) peerKeys() []int {
-	var ks []int
-	for _, p := range r.peers {
-		if len(ks) == 0 || ks[len(ks)-1] != p.keys {
-			ks = append(ks, p.keys)
+// choices is the first screen: for each need, what this run's figures
+// favour. Every choice rests on figures that do not move between runs
+// (decisions on a fake clock, bytes per key) or on differences beyond the
+// measured spread; a need whose figures were not measured is left out.
+func (r *results) choices() []choice {
+	var out []choice
+	for _, f := range []func() (choice, bool){r.chooseSmooth, r.chooseCap, r.chooseExact, r.chooseConcurrency, r.chooseMemory, r.chooseFleet} {
+		if c, ok := f(); ok {
+			out = append(out, c)
 		}
 	}
-	return ks
+	return out
 }
 
-func (r *results) peerPair(keys int) (ours, theirs cost, ok bool) {
-	var o, t bool
-	for _, p := range r.peers {
-		if p.keys != keys {
+// configs is the configurations of names, one per line.
+func configs(names []string) string {
+	var out []string
+	for _, n := range names {
+		out = append(out, configOf(n))
+	}
+	return strings.Join(out, "\n")
+}
+
+// chooseSmooth: a smooth rate with bursts allowed is the algorithm whose
+// admissions under steady overload vary least (coefficient of variation
+// per bin; equal to two places is a tie), among those that let a burst
+// through (half the limit within a burst's span, bursty scenario).
+func (r *results) chooseSmooth() (choice, bool) {
+	var cands []accuracy
+	for _, n := range r.rateNames() {
+		s, ok := r.run("steady", n)
+		if !ok {
 			continue
 		}
-		if p.algorithm == peerName {
-			theirs, t = p, true
-		} else {
-			ours, o = p, true
+		if b, ok := r.run("bursty", n); ok && b.maxBurst < limit/2 {
+			continue
+		}
+		cands = append(cands, s)
+	}
+	if len(cands) == 0 {
+		return choice{}, false
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].cv < cands[j].cv })
+	cv := func(a accuracy) string { return fmt.Sprintf("%.2f", a.cv) }
+	var picked []string
+	next := -1
+	for i, a := range cands {
+		if cv(a) == cv(cands[0]) {
+			picked = append(picked, a.algorithm)
+		} else if next < 0 {
+			next = i
 		}
 	}
-	return ours, theirs, o && t
+	why := fmt.Sprintf("Under steady overload (twice the limit) the evenest flow: its admissions per %v vary least (CV %s", bin, cv(cands[0]))
+	if next >= 0 {
+		why += fmt.Sprintf("; next %s, %s", cands[next].algorithm, cv(cands[next]))
+	}
+	why += ")."
+	if b, ok := r.run("bursty", picked[0]); ok {
+		why += fmt.Sprintf(" Bursts pass: up to %d within %v (bursty).", b.maxBurst, burstDuration)
+	}
+	if a, ok := algorithmNamed(picked[0]); ok && a.burst > 0 {
+		why += fmt.Sprintf(" It starts full, so its first second held %d (%s): its Burst of %d on top of the rate, as configured.", cands[0].maxWindow, fmtRatio(cands[0].maxWindow), a.burst)
+	}
+	return choice{need: "A smooth rate, bursts allowed", names: picked, pick: and(picked), why: why, fig: "accuracy-steady", config: configs(picked)}, true
 }
 
-func (r *results) tables() []table {
-	var ts []table
-	if names := r.costNames("memory"); len(names) > 0 {
-		t := table{id: "cost-memory", title: "Cost in memory",
-			about: fmt.Sprintf("Acquire (and Release, for concurrency) on the grant path, with limits no decision reaches. ns/decision: the wall time of n calls with no clock read between them, over the calls of all goroutines (%d CPUs here). x/time/rate's AllowN(time.Now(), 1) includes its clock read, as limitkit's decisions include theirs.", r.env.cpus),
-			head:  []string{"algorithm", "ns/decision, 1 goroutine", "ns/decision, 8 goroutines", "allocs/decision"}}
-		for _, n := range names {
-			row := []string{n, "-", "-", "-"}
-			if c, ok := r.costAt(n, "memory", 1); ok {
-				row[1], row[3] = fmt.Sprintf("%.0f", c.nsPerOp), fmt.Sprintf("%.1f", c.allocsPerOp)
-			}
-			if c, ok := r.costAt(n, "memory", 8); ok {
-				row[2] = fmt.Sprintf("%.0f", c.nsPerOp)
-			}
-			t.rows = append(t.rows, row)
-		}
-		ts = append(ts, t)
+// chooseCap: a hard cap per window is, among the algorithms never over the
+// limit in a second aligned to the epoch, the one that gave the whole
+// limit in the most seconds offered at least the limit.
+func (r *results) chooseCap() (choice, bool) {
+	type score struct {
+		name         string
+		full, wanted int
+		loosest      int
 	}
-	if names := r.costNames("redis"); len(names) > 0 {
-		t := table{id: "cost-redis", title: "Cost on Redis",
-			about: "The same decisions on the real server, on loopback, through one go-redis client (PoolSize 128, ContextTimeoutEnabled). Every call is timed on its own, so the figures include two clock reads and an append per call (well under a microsecond beside a round trip). At 64 goroutines, concurrent decisions on one key share one script call. One run per row, one row after another: on a busy machine the rows drift apart; the redis_rate comparison below alternates its cases.",
-			head:  []string{"algorithm", "1 goroutine: decisions/s", "p50", "p99", "64 goroutines: decisions/s", "p50", "p99"}}
-		for _, n := range names {
-			row := []string{n, "-", "-", "-", "-", "-", "-"}
-			for i, g := range []int{1, 64} {
-				if c, ok := r.costAt(n, "redis", g); ok {
-					row[1+3*i], row[2+3*i], row[3+3*i] = fmtCount(c.perSecond), fmtDur(c.p50), fmtDur(c.p99)
-				}
-			}
-			t.rows = append(t.rows, row)
+	var cands []score
+	for _, n := range r.rateNames() {
+		runs, all := r.runs(n)
+		if !all {
+			continue
 		}
-		ts = append(ts, t)
+		s := score{name: n}
+		capped := true
+		for _, a := range runs {
+			capped = capped && a.maxAligned <= limit
+			s.full += a.full
+			s.wanted += a.wanted
+			s.loosest = max(s.loosest, a.maxWindow)
+		}
+		if capped {
+			cands = append(cands, s)
+		}
 	}
-	if len(r.peers) > 0 {
-		t := table{id: "peers", title: "limitkit beside go-redis/redis_rate on Redis",
-			about: fmt.Sprintf("Token bucket (redis_rate's GCRA), 64 goroutines on one client, a burst neither reaches, one limiter per key (redis_rate takes the key per call); the cases measured in the same run, alternating over %d rounds of %s decisions each (each going first in turn), medians of the rounds. Each call timed on its own, as in the Redis cost table.", peerRounds, fmtCount(peerCalls)),
-			head:  []string{"keys", "limitkit decisions/s", "p99", "redis_rate decisions/s", "p99", "limitkit / redis_rate"}}
-		for _, k := range r.peerKeys() {
-			row := []string{keysName(k), "-", "-", "-", "-", "-"}
-			ours, theirs, ok := r.peerPair(k)
-			if ours.keys == k {
-				row[1], row[2] = fmtCount(ours.perSecond), fmtDur(ours.p99)
-			}
-			if theirs.keys == k {
-				row[3], row[4] = fmtCount(theirs.perSecond), fmtDur(theirs.p99)
-			}
-			if ok {
-				row[5] = fmt.Sprintf("%.2fx", ours.perSecond/theirs.perSecond)
-			}
-			t.rows = append(t.rows, row)
-		}
-		ts = append(ts, t)
+	if len(cands) == 0 {
+		return choice{}, false
 	}
-	for _, tr := range r.traffics {
-		t := table{id: "accuracy-" + tr.name, title: "Accuracy: " + tr.name,
-			about: fmt.Sprintf("%s: %d requests over %v of simulated time, at whole microseconds, limit %d per second. Max window: the most admitted in any 1s sliding window, as a ratio of the limit. CV: coefficient of variation of admitted per 100ms (lower is smoother). Same as memory: the arrivals decided as the memory backend decided them.", tr.about, len(tr.arrivals), r.duration, limit),
-			head:  []string{"algorithm", "backend", "admitted", "max window / limit", "CV per 100ms", "same as memory"}}
-		for _, a := range r.accuracy {
-			if a.traffic != tr.name {
-				continue
-			}
-			same := "-"
-			if s, n, ok := r.sameAsMemory(a); ok && s == n {
-				same = "all " + fmtCount(float64(n))
-			} else if ok {
-				same = fmt.Sprintf("%d of %d", s, n)
-			}
-			t.rows = append(t.rows, []string{a.algorithm, a.backend, fmt.Sprint(a.admitted), fmt.Sprintf("%.2f", a.maxWindow), fmt.Sprintf("%.2f", a.cv), same})
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].full > cands[j].full })
+	var picked []string
+	next := -1
+	for i, s := range cands {
+		if s.full == cands[0].full {
+			picked = append(picked, s.name)
+		} else if next < 0 {
+			next = i
 		}
-		ts = append(ts, t)
 	}
-	if len(r.scaleOuts) > 0 {
-		t := table{id: "scaleout", title: "Scale-out: three replicas",
-			about: fmt.Sprintf("Each of three replicas is offered 2x the limit of %d/s for 5s. In memory each has its own limiter; on Redis they share one key. Admitted per second, all three together.", limit),
-			head:  append([]string{"algorithm"}, r.backends...)}
-		var order []string
-		at := map[[2]string]float64{}
-		for _, s := range r.scaleOuts {
-			if !contains(order, s.algorithm) {
-				order = append(order, s.algorithm)
-			}
-			at[[2]string{s.algorithm, s.backend}] = s.perSecond
-		}
-		for _, a := range order {
-			row := []string{a}
-			for _, b := range r.backends {
-				if v, ok := at[[2]string{a, b}]; ok {
-					row = append(row, fmt.Sprintf("%.0f/s", v))
-				} else {
-					row = append(row, "-")
-				}
-			}
-			t.rows = append(t.rows, row)
-		}
-		ts = append(ts, t)
+	top := cands[0]
+	why := fmt.Sprintf("Never over %d in a second aligned to the epoch, in %d scenarios, and the whole %d in %d of the %d seconds offered that much",
+		limit, len(r.traffics), limit, top.full, top.wanted)
+	if next >= 0 {
+		why += fmt.Sprintf(" (next %s: %d)", cands[next].name, cands[next].full)
 	}
-	if len(r.memory) > 0 {
-		t := table{id: "memory", title: "Memory per key",
-			about: fmt.Sprintf("memory: heap per limiter after one grant (%s limiters of one memory.NewFactory). redis: growth of used_memory less the clients' buffers (mem_clients_normal) per key (%s keys of 17 bytes plus the algorithm's suffix), one grant each, on a server started for the algorithm unless the run was given one (-redis).", fmtCount(float64(r.memoryKeys("memory"))), fmtCount(float64(r.memoryKeys("redis")))),
-			head:  []string{"algorithm", "memory: bytes per key", "redis: bytes per key"}}
-		var order []string
-		for _, m := range r.memory {
-			if !contains(order, m.algorithm) {
-				order = append(order, m.algorithm)
-			}
-		}
-		for _, a := range order {
-			row := []string{a, "-", "-"}
-			if v, ok := r.footprintOf(a, "memory"); ok {
-				row[1] = fmt.Sprintf("%.0f", v)
-			}
-			if v, ok := r.footprintOf(a, "redis"); ok {
-				row[2] = fmt.Sprintf("%.0f", v)
-			}
-			t.rows = append(t.rows, row)
-		}
-		ts = append(ts, t)
+	why += "."
+	if top.loosest > limit {
+		why += fmt.Sprintf(" Within 1s across a window edge it admitted up to %d (%s).", top.loosest, fmtRatio(top.loosest))
 	}
-	if len(r.spent) > 0 {
-		t := table{id: "run", title: "This run",
-			about: fmt.Sprintf("Wall time of each part, %.0fs in all (building the program is not included).", r.elapsed.Seconds()),
-			head:  []string{"part", "steps", "seconds"}}
-		for _, s := range r.spent {
-			t.rows = append(t.rows, []string{s.group, fmt.Sprint(s.steps), fmt.Sprintf("%.1f", s.d.Seconds())})
-		}
-		ts = append(ts, t)
-	}
-	if len(r.failures) > 0 {
-		t := table{id: "failures", title: "Failed steps",
-			about: "These steps failed; every other step ran, and the tables above hold what they measured.",
-			head:  []string{"step", "error"}}
-		for _, f := range r.failures {
-			t.rows = append(t.rows, []string{f.step, f.err.Error()})
-		}
-		ts = append(ts, t)
-	}
-	return ts
+	return choice{need: "A hard cap per window", names: picked, pick: and(picked), why: why, fig: "accuracy-bursty", config: configs(picked)}, true
 }
 
-// memoryKeys is how many keys the memory figures of backend were taken over.
-func (r *results) memoryKeys(backend string) int {
+// chooseExact: exact in any window is every algorithm never over the limit
+// in any 1s window, in every scenario.
+func (r *results) chooseExact() (choice, bool) {
+	var picked []string
+	for _, n := range r.rateNames() {
+		runs, all := r.runs(n)
+		if !all {
+			continue
+		}
+		exact := true
+		for _, a := range runs {
+			exact = exact && a.maxWindow <= limit
+		}
+		if exact {
+			picked = append(picked, n)
+		}
+	}
+	if len(r.traffics) == 0 || len(r.rateNames()) == 0 {
+		return choice{}, false
+	}
+	c := choice{need: "Exact in any window", names: picked, pick: and(picked), fig: "accuracy-boundary", config: configs(picked)}
+	if len(picked) == 0 {
+		c.pick = "none of those measured"
+		c.why = "Every algorithm admitted more than the limit within 1s in some scenario."
+		return c, true
+	}
+	c.why = fmt.Sprintf("Never over %d in any 1s window, in all %d scenarios.", limit, len(r.traffics))
+	loosest := accuracy{}
+	for _, n := range r.rateNames() {
+		if a, ok := r.run("boundary", n); ok && a.maxWindow > loosest.maxWindow {
+			loosest = a
+		}
+	}
+	if b, ok := r.run("boundary", picked[0]); ok && loosest.maxWindow > limit {
+		c.why += fmt.Sprintf(" Across a window edge: %d (%s), where %s admits %d (%s).", b.maxWindow, fmtRatio(b.maxWindow), loosest.algorithm, loosest.maxWindow, fmtRatio(loosest.maxWindow))
+	}
+	return c, true
+}
+
+// chooseConcurrency: concurrent work is the algorithms that are no rate.
+func (r *results) chooseConcurrency() (choice, bool) {
+	var picked []string
+	for _, a := range algorithms() {
+		if a.rate {
+			continue
+		}
+		if _, ok := r.costAt(a.name, "memory", 1, 0); ok {
+			picked = append(picked, a.name)
+		}
+	}
+	if len(picked) == 0 {
+		return choice{}, false
+	}
+	why := fmt.Sprintf("The only one that bounds what is held at once (%d, until Release); a rate limit counts arrivals, however many are still running.", limit)
+	var costs []string
+	if c, ok := r.costAt(picked[0], "memory", 1, 0); ok {
+		costs = append(costs, fmt.Sprintf("%s per Acquire and Release in memory", fmtNs(c.ns)))
+	}
+	if c, ok := r.costAt(picked[0], "redis", peerGoroutines, 1); ok {
+		costs = append(costs, fmt.Sprintf("%s on Redis at %d goroutines", fmtRate(c.perSecond), peerGoroutines))
+	}
+	if len(costs) > 0 {
+		why += " Measured: " + strings.Join(costs, ", ") + "."
+	}
+	return choice{need: "Concurrent work (in flight, not per second)", names: picked, pick: and(picked), why: why, fig: "cost-memory", config: configs(picked)}, true
+}
+
+// memoryEntries is the bytes per key of the rate algorithms on backend.
+func (r *results) memoryEntries(backend string) []entry {
+	var es []entry
 	for _, m := range r.memory {
-		if m.backend == backend {
-			return m.keys
+		if a, ok := algorithmNamed(m.algorithm); m.backend == backend && ok && a.rate {
+			es = append(es, entry{m.algorithm, m.bytes})
 		}
 	}
-	return 0
+	return es
 }
 
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
+// chooseMemory: the cheapest memory is the rate algorithm with the fewest
+// bytes per key, in memory and on Redis, those no measurement shows
+// dearer named together.
+func (r *results) chooseMemory() (choice, bool) {
+	var c choice
+	var picks, whys []string
+	for _, b := range []struct{ backend, where string }{{"memory", "in memory"}, {"redis", "on Redis"}} {
+		es := r.memoryEntries(b.backend)
+		if len(es) == 0 {
+			continue
+		}
+		best, rest := standing(es, false)
+		picks = append(picks, and(names(best))+" "+b.where)
+		for _, n := range names(best) {
+			if !slices.Contains(c.names, n) {
+				c.names = append(c.names, n)
+			}
+		}
+		w := fmt.Sprintf("%s: %s per key", strings.ToUpper(b.where[:1])+b.where[1:], fmtBytes(best[0].s))
+		if len(best) > 1 {
+			w = fmt.Sprintf("%s: no measurable difference among %s (%s per key)", strings.ToUpper(b.where[:1])+b.where[1:], and(names(best)), showRange(best, func(v float64) string { return fmt.Sprintf("%.0f B", v) }))
+		}
+		if next, _ := standing(rest, false); len(next) > 0 {
+			w += fmt.Sprintf(", next %s at %s", and(names(next)), showRange(next, func(v float64) string { return fmt.Sprintf("%.0f B", v) }))
+		}
+		whys = append(whys, w)
+	}
+	if len(picks) == 0 {
+		return choice{}, false
+	}
+	c.need, c.pick, c.fig, c.config = "The least memory per key", strings.Join(picks, "; "), "memory", configs(c.names)
+	c.why = strings.Join(whys, ". ") + "."
+	var caveats []string
+	for _, n := range c.names {
+		runs, _ := r.runs(n)
+		worst := 0
+		for _, a := range runs {
+			worst = max(worst, a.maxWindow)
+		}
+		if worst > limit {
+			caveats = append(caveats, fmt.Sprintf("%s admits up to %s within 1s", n, fmtRatio(worst)))
 		}
 	}
-	return false
+	if len(caveats) > 0 {
+		c.why += " But " + strings.Join(caveats, "; ") + "."
+	}
+	return c, true
+}
+
+// chooseFleet: one limit for a fleet is the Redis backend, whichever
+// algorithm: three replicas sharing a key admit one limit.
+func (r *results) chooseFleet() (choice, bool) {
+	var mem, shared []scaleOut
+	for _, s := range r.scaleOuts {
+		if a, ok := algorithmNamed(s.algorithm); ok && a.burst > 0 {
+			continue // a starting burst on top: said in the scale-out section
+		}
+		if s.backend == "memory" {
+			mem = append(mem, s)
+		} else {
+			shared = append(shared, s)
+		}
+	}
+	if len(shared) == 0 {
+		return choice{}, false
+	}
+	span := func(ss []scaleOut) string {
+		lo, hi := ss[0].perSecond, ss[0].perSecond
+		for _, s := range ss {
+			lo, hi = math.Min(lo, s.perSecond), math.Max(hi, s.perSecond)
+		}
+		if fmt.Sprintf("%.0f", lo) == fmt.Sprintf("%.0f", hi) {
+			return fmt.Sprintf("%.0f/s", lo)
+		}
+		return fmt.Sprintf("%.0f to %.0f/s", lo, hi)
+	}
+	why := fmt.Sprintf("Three replicas, each offered twice the limit of %d/s: %s sharing one key on %s", limit, span(shared), r.sharedName())
+	if len(mem) > 0 {
+		why += fmt.Sprintf(", where %s in memory, a limit each", span(mem))
+	}
+	why += " (window algorithms; the buckets add their starting burst)."
+	if differ, of, runs := r.agreement(); runs > 0 {
+		why += fmt.Sprintf(" %s decided %s of %s arrivals as memory did.", r.sharedName(), fmtCount(float64(of-differ)), fmtCount(float64(of)))
+	}
+	return choice{need: "One limit for a fleet", pick: "the Redis backend, with the algorithm your need above names", why: why, fig: "scaleout",
+		config: "redis.New(client, key, cfg): the same cfg as in memory"}, true
+}
+
+// --- figures, formatted -------------------------------------------------------
+
+// fmtNs is a spread of nanoseconds: its median, and the rounds' range.
+func fmtNs(s spread) string {
+	return fmt.Sprintf("%.0f ns (%.0f to %.0f)", s.median(), s.lo(), s.hi())
+}
+
+// fmtRate is a spread of decisions per second: its median, and the
+// rounds' range.
+func fmtRate(s spread) string {
+	return fmt.Sprintf("%s/s (%s to %s)", fmtCount(s.median()), fmtCount(s.lo()), fmtCount(s.hi()))
+}
+
+// fmtBytes is a spread of bytes per key: its median, and the rounds'
+// range when they differ.
+func fmtBytes(s spread) string {
+	if fmt.Sprintf("%.0f", s.lo()) == fmt.Sprintf("%.0f", s.hi()) {
+		return fmt.Sprintf("%.0f B", s.median())
+	}
+	return fmt.Sprintf("%.0f B (%.0f to %.0f)", s.median(), s.lo(), s.hi())
 }
 
 // machine describes what the figures were measured on.
@@ -573,265 +642,10 @@ func (r *results) machine() string {
 	if redis == "" {
 		redis = "no Redis"
 	}
-	return fmt.Sprintf("%d CPUs%s, %s/%s, %s, %s", r.env.cpus, cpu, r.env.goos, r.env.goarch, r.env.goVersion, redis)
+	return fmt.Sprintf("%d CPUs%s, %s/%s, Go %s, %s", r.env.cpus, cpu, r.env.goos, r.env.goarch, strings.TrimPrefix(r.env.goVersion, "go"), redis)
 }
 
-func writeMarkdown(w io.Writer, r *results) {
-	fmt.Fprintf(w, "# limitkit algorithm comparison\n\nRun %s on %s. Backends: %s.", r.started.Format(time.RFC3339), r.machine(), strings.Join(r.backends, ", "))
-	if len(r.notes) > 0 {
-		fmt.Fprintf(w, " %s.", strings.Join(r.notes, ". "))
-	}
-	fmt.Fprintln(w)
-	if s := r.summary(); len(s) > 0 {
-		fmt.Fprintf(w, "\n## Summary\n\n- %s\n", strings.Join(s, "\n- "))
-	}
-	for _, t := range r.tables() {
-		fmt.Fprintf(w, "\n## %s\n\n%s\n\n| %s |\n|%s\n", t.title, t.about, strings.Join(t.head, " | "), strings.Repeat(" --- |", len(t.head)))
-		for _, row := range t.rows {
-			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
-		}
-	}
-}
-
-// --- charts ---------------------------------------------------------------
-//
-// Every chart is an SVG that scales to its container (a viewBox, width
-// 100%), inside a figure whose caption is its title. What a chart plots
-// carries class "data", so a test can tell a chart with data from an empty
-// frame.
-
-// figure wraps an SVG of w by h units in a captioned figure of class kind.
-func figure(kind, caption string, w, h int, body string) string {
-	return fmt.Sprintf(`<figure class="chart %s"><figcaption>%s</figcaption><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="100%%" preserveAspectRatio="xMinYMin meet" font-family="sans-serif" font-size="13" role="img" aria-label="%s">%s</svg></figure>`,
-		kind, html.EscapeString(caption), w, h, html.EscapeString(caption), body)
-}
-
-// bar is one bar of a bar chart, in the colour of name (an algorithm, the
-// reference or the peer).
-type bar struct {
-	name, label, text string
-	value             float64
-	pale              bool // a second series beside the first (Redis beside memory)
-}
-
-// barChart draws one horizontal bar per entry, scaled to the largest.
-func barChart(caption string, bars []bar) string {
-	const w, right, height, gap = 640, 110, 20, 6
-	h := 8 + len(bars)*(height+gap)
-	vmax, longest := 0.0, 0
-	for _, b := range bars {
-		vmax = math.Max(vmax, b.value)
-		longest = max(longest, len(b.label))
-	}
-	left := 12 + longest*7 // room for the longest label, at about 7 units a character
-
-	var s strings.Builder
-	for i, b := range bars {
-		y := 4 + i*(height+gap)
-		bw := math.Max(float64(w-left-right)*b.value/math.Max(vmax, 1e-9), 1)
-		opacity := 1.0
-		if b.pale {
-			opacity = 0.5
-		}
-		fmt.Fprintf(&s, `<text x="%d" y="%d" text-anchor="end">%s</text><rect class="data" data-name="%s" x="%d" y="%d" width="%.1f" height="%d" fill="%s" fill-opacity="%.1f"/><text x="%.1f" y="%d">%s</text>`,
-			left-6, y+height/2+5, html.EscapeString(b.label), html.EscapeString(b.name), left, y, bw, height, colour(b.name), opacity, float64(left)+bw+5, y+height/2+5, html.EscapeString(b.text))
-	}
-	return figure("bars", caption, w, h, s.String())
-}
-
-// binChart draws what was offered (grey) and what algorithm admitted (its
-// colour) per bin over time, steps of bin width, with the limit's share of
-// a bin dashed.
-func binChart(caption string, offered, admitted []int, algorithm string, ref float64) string {
-	const w, h, left, right, top, bottom = 400, 170, 34, 8, 8, 22
-	pw, ph := float64(w-left-right), float64(h-top-bottom)
-	ymax := ref
-	for i := range offered {
-		ymax = math.Max(ymax, float64(offered[i]))
-	}
-	for i := range admitted {
-		ymax = math.Max(ymax, float64(admitted[i]))
-	}
-	ymax = math.Ceil(ymax/10) * 10
-	n := max(len(offered), len(admitted), 1)
-	x := func(i int) float64 { return left + pw*float64(i)/float64(n) }
-	y := func(v float64) float64 { return top + ph*(1-v/ymax) }
-	var s strings.Builder
-	for _, v := range []float64{0, ymax / 2, ymax} {
-		fmt.Fprintf(&s, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#e4e4e4"/><text x="%d" y="%.1f" text-anchor="end" font-size="11">%.0f</text>`,
-			left, left+pw, y(v), y(v), left-4, y(v)+4, v)
-	}
-	secs := float64(n) * bin.Seconds()
-	every := math.Max(1, math.Ceil(secs/10))
-	for t := 0.0; t <= secs+1e-9; t += every {
-		fmt.Fprintf(&s, `<text x="%.1f" y="%d" text-anchor="middle" font-size="11">%.0fs</text>`, left+pw*t/secs, h-6, t)
-	}
-	steps := func(bins []int) string { // a closed step outline over the axis
-		var p strings.Builder
-		fmt.Fprintf(&p, "M%.1f,%.1f", x(0), y(0))
-		for i, v := range bins {
-			fmt.Fprintf(&p, "V%.1fH%.1f", y(float64(v)), x(i+1))
-		}
-		fmt.Fprintf(&p, "V%.1fZ", y(0))
-		return p.String()
-	}
-	c := colour(algorithm)
-	fmt.Fprintf(&s, `<path class="data" data-name="offered" d="%s" fill="%s"/>`, steps(offered), offeredColour)
-	fmt.Fprintf(&s, `<path class="data" data-name="%s" d="%s" fill="%s" fill-opacity="0.55" stroke="%s" stroke-width="1.2"/>`, html.EscapeString(algorithm), steps(admitted), c, c)
-	fmt.Fprintf(&s, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#333" stroke-dasharray="5 4"/>`, left, left+pw, y(ref), y(ref))
-	return figure("bins", caption, w, h, s.String())
-}
-
-// charts is the HTML charts that go with table t.
-func (r *results) charts(t table) string {
-	var b strings.Builder
-	switch {
-	case t.id == "cost-memory":
-		var bars []bar
-		for _, n := range r.costNames("memory") {
-			if c, ok := r.costAt(n, "memory", 1); ok {
-				bars = append(bars, bar{name: n, label: n, value: c.nsPerOp, text: fmt.Sprintf("%.0f ns", c.nsPerOp)})
-			}
-		}
-		b.WriteString(barChart("In memory, 1 goroutine: ns per decision (shorter is better)", bars))
-	case t.id == "cost-redis":
-		var bars []bar
-		for _, n := range r.costNames("redis") {
-			if c, ok := r.costAt(n, "redis", 64); ok {
-				bars = append(bars, bar{name: n, label: n, value: c.perSecond, text: fmtCount(c.perSecond) + "/s"})
-			}
-		}
-		b.WriteString(barChart("On Redis, 64 goroutines: decisions per second (longer is better)", bars))
-	case t.id == "peers":
-		var bars []bar
-		for _, k := range r.peerKeys() {
-			for _, p := range r.peers {
-				if p.keys == k {
-					who := "limitkit " + p.algorithm
-					if p.algorithm == peerName {
-						who = "go-redis/redis_rate"
-					}
-					bars = append(bars, bar{name: p.algorithm, label: fmt.Sprintf("%s, %s", who, map[bool]string{true: "1 key", false: fmtCount(float64(k)) + " keys"}[k == 1]),
-						value: p.perSecond, text: fmtCount(p.perSecond) + "/s"})
-				}
-			}
-		}
-		b.WriteString(barChart("On Redis, 64 goroutines: decisions per second (longer is better)", bars))
-	case strings.HasPrefix(t.id, "accuracy-"):
-		tr := r.traffic(strings.TrimPrefix(t.id, "accuracy-"))
-		fmt.Fprintf(&b, `<p>Offered (grey) and admitted (the algorithm's colour) per 100ms over time, in memory; dashed: the limit's share of 100ms (%d). Grey above the colour is what was refused. %s</p><div class="grid">`,
-			limit/10, html.EscapeString(r.agreementIn(tr.name)))
-		offered := tr.offered(r.duration)
-		for _, a := range r.accuracy {
-			if a.traffic == tr.name && a.backend == "memory" {
-				b.WriteString(binChart(fmt.Sprintf("%s: %d of %d admitted, max window %.2fx", a.algorithm, a.admitted, len(tr.arrivals), a.maxWindow),
-					offered, a.bins, a.algorithm, limit/10))
-			}
-		}
-		b.WriteString("</div>")
-	case t.id == "memory":
-		var bars []bar
-		for _, m := range r.memory {
-			bars = append(bars, bar{name: m.algorithm, label: m.algorithm + ", " + m.backend, value: m.bytesPerKey, text: fmt.Sprintf("%.0f B", m.bytesPerKey), pale: m.backend != "memory"})
-		}
-		b.WriteString(barChart("Bytes per key (solid: memory; pale: Redis)", bars))
-	}
-	return b.String()
-}
-
-// agreementIn says whether the runs off memory decided traffic's arrivals
-// as memory did.
-func (r *results) agreementIn(name string) string {
-	var differ, of int
-	var where []string
-	for _, a := range r.accuracy {
-		if a.traffic != name {
-			continue
-		}
-		if same, n, ok := r.sameAsMemory(a); ok {
-			differ += n - same
-			of += n
-			if same != n {
-				where = append(where, fmt.Sprintf("%s on %s: %d", a.algorithm, a.backend, n-same))
-			}
-		}
-	}
-	switch {
-	case of == 0:
-		return ""
-	case differ == 0:
-		return fmt.Sprintf("%s decided every arrival as memory did (the arrivals are whole microseconds, Redis's clock resolution), so these plots are its too.", r.sharedName())
-	default:
-		return fmt.Sprintf("%s decided %d arrivals otherwise than memory (%s).", r.sharedName(), differ, strings.Join(where, ", "))
-	}
-}
-
-func writeHTML(w io.Writer, r *results) error {
-	var b strings.Builder
-	b.WriteString(`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>limitkit algorithm comparison</title><style>
-body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222;padding:0 1em;line-height:1.4}
-table{border-collapse:collapse;margin:1em 0;font-size:13px;max-width:100%}
-td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}
-th{white-space:normal;background:#f3f3f3;font-weight:600}
-td:first-child,th:first-child{text-align:left;white-space:normal;overflow-wrap:anywhere}
-td:last-child{white-space:normal}
-p.about{color:#555}figure{margin:1em 0}figcaption{font-weight:bold;font-size:14px;margin-bottom:.3em}
-svg{display:block;width:100%;height:auto}figure.bars{max-width:760px}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(280px,1fr));gap:0 12px}
-.grid figure{margin:.4em 0}.grid figcaption{font-size:12px;font-weight:normal;min-height:2.6em}
-.key{white-space:nowrap;margin-left:.8em}.swatch{display:inline-block;width:.9em;height:.9em;vertical-align:middle;margin-right:.25em}
-.failed{color:#b00}
-</style></head><body>`)
-	fmt.Fprintf(&b, "<h1>limitkit algorithm comparison</h1><p>Run %s on %s. Backends: %s.", r.started.Format(time.RFC3339), html.EscapeString(r.machine()), html.EscapeString(strings.Join(r.backends, ", ")))
-	if len(r.notes) > 0 {
-		fmt.Fprintf(&b, " %s.", html.EscapeString(strings.Join(r.notes, ". ")))
-	}
-	b.WriteString("</p>")
-	if len(r.failures) > 0 {
-		fmt.Fprintf(&b, `<p class="failed">%d step(s) failed; see Failed steps at the end. Everything else was measured.</p>`, len(r.failures))
-	}
-	if s := r.summary(); len(s) > 0 {
-		b.WriteString("<h2>Summary</h2><ul>")
-		for _, line := range s {
-			fmt.Fprintf(&b, "<li>%s</li>", html.EscapeString(line))
-		}
-		b.WriteString("</ul>")
-	}
-	b.WriteString(`<p>Colours:`)
-	for _, n := range colourOrder(r) {
-		fmt.Fprintf(&b, ` <span class="key"><span class="swatch" style="background:%s"></span>%s</span>`, colour(n), html.EscapeString(n))
-	}
-	b.WriteString("</p>")
-	for _, t := range r.tables() {
-		fmt.Fprintf(&b, `<h2 id="%s">%s</h2><p class="about">%s</p>`, t.id, html.EscapeString(t.title), html.EscapeString(t.about))
-		b.WriteString(r.charts(t))
-		fmt.Fprintf(&b, "<table><tr><th>%s</th></tr>", strings.Join(escape(t.head), "</th><th>"))
-		for _, row := range t.rows {
-			fmt.Fprintf(&b, "<tr><td>%s</td></tr>", strings.Join(escape(row), "</td><td>"))
-		}
-		b.WriteString("</table>")
-	}
-	b.WriteString("</body></html>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// colourOrder is every name the report colours, in a fixed order.
-func colourOrder(r *results) []string {
-	names := []string{xrateName}
-	for _, a := range algorithms() {
-		names = append(names, a.name)
-	}
-	if len(r.peers) > 0 {
-		names = append(names, peerName)
-	}
-	return names
-}
-
-func escape(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = html.EscapeString(s)
-	}
-	return out
+// measured is the page's first line: when and on what.
+func (r *results) measured() string {
+	return fmt.Sprintf("Measured %s on %s. Backends: %s.", r.started.UTC().Format("2 January 2006, 15:04 UTC"), r.machine(), strings.Join(r.backends, ", "))
 }

@@ -246,6 +246,10 @@ func TestBrowser(t *testing.T) {
 	if bars, _ := chromedp.Run(bctx, chromedp.Evaluate[[]int](`['offered', 'a', 'b'].map(k => document.querySelectorAll('#chart rect.bar.' + k).length)`)); len(bars) != 3 || bars[0] == 0 || bars[1] == 0 || bars[2] == 0 {
 		t.Errorf("chart bars (offered, A, B): %v", bars)
 	}
+	// Each limiter in its algorithm's colour, the bench report's.
+	if fills, _ := chromedp.Run(bctx, chromedp.Evaluate[[]string](`['a', 'b'].map(k => getComputedStyle(document.querySelector('#chart rect.bar.' + k)).fill)`)); len(fills) != 2 || fills[0] != "rgb(214, 39, 40)" || fills[1] != "rgb(44, 160, 44)" {
+		t.Errorf("the fixed window's bars and the sliding log's are %v, want the report's red and green", fills)
+	}
 	shot("demo.png")
 
 	// A bad count of requests is outlined in red as a bad limit is, beside

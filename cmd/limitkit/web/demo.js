@@ -82,11 +82,27 @@ function setStatus(state, text) {
   for (const b of $$('.traffic button')) b.disabled = state === 'running';
 }
 
+// paint draws each slot in its algorithm's colour, as the bench report
+// does; B keeps its own when both run the same.
+function paint(a, b) {
+  const name = spec => {
+    const alg = spec && (spec.algorithm || (demo.policies.find(p => p.name === spec.policy) || {}).algorithm);
+    const cfg = (spec && spec[alg]) || {};
+    if (alg === 'tokenbucket' && cfg.period) return 'tokenbucket-interval';
+    if (alg === 'slidingwindow') return cfg.segments > 0 ? 'slidingwindow-segmented' : 'slidingwindow-weighted';
+    return alg;
+  };
+  const [na, nb] = [name(a), name(b)];
+  document.documentElement.style.setProperty('--a', COLOURS[na] || '');
+  document.documentElement.style.setProperty('--b', nb !== na && COLOURS[nb] || '');
+}
+
 async function fire(traffic, retried = false) {
   const form = document.body;
   clearErrors(form);
   $('#run-error').textContent = '';
   const body = {session: demo.session, a: specOf('a'), b: specOf('b'), traffic};
+  paint(body.a, body.b);
   setStatus('running', 'Sending…');
   let res;
   try {
@@ -285,6 +301,7 @@ function setLimiter(slot, alg, values) {
 
 function setup() {
   setupSources();
+  paint(specOf('a'), specOf('b'));
   $('#fire-one').addEventListener('click', () => fire(trafficOf('one')));
   $('#fire-burst').addEventListener('click', () => fire(trafficOf('burst')));
   $('#fire-steady').addEventListener('click', () => fire(trafficOf('steady')));
