@@ -63,7 +63,7 @@ end
 
 -- Decides permits p at now on a log whose entries leave the window w
 -- (us) after their instant; seg > 0: instants are starts of segments of
--- length seg. op OP_ACQUIREs; OP_REFUND takes back p permits granted at the
+-- length seg. OP_ACQUIRE acquires; OP_REFUND takes back p permits granted at the
 -- instant arg (a grant's reply extra: the instant it was recorded at).
 local function log_decide(K, now, p, op, limit, w, seg, arg)
   local log, meta = K[1], K[2]

@@ -76,7 +76,7 @@ func newEnv(t *testing.T, s *suite, a Algorithm, limit int, q ratelimit.Queue) *
 	clock := ratelimittest.NewClock()
 	l, ok := s.f(t, a.Config(limit, q), clock).(Limiter)
 	if !ok {
-		t.Fatalf("RunQueue: the factory's limiter does not implement ratelimittest.Limiter")
+		t.Fatalf("RunQueue: the factory's limiter does not implement conformance.Limiter")
 	}
 	return &env{t: t, a: a, clock: clock, l: l, answered: make(chan struct{}, 1)}
 }

@@ -11,6 +11,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,17 +94,31 @@ const (
 )
 
 // Defaults is embedded by a model for the optional methods its Caps leave
-// out, which the engine never calls.
+// out. The engine never calls them: each panics, naming the capability a
+// model would have to declare.
 type Defaults[S any] struct{}
 
-func (Defaults[S]) Reserve(s S, now, permits int64) (S, int64, bool) { return s, 0, false }
-func (Defaults[S]) When(s S, now, need int64) int64                  { return now }
-func (Defaults[S]) Refund(s S, now, at, permits int64) S             { return s }
-func (Defaults[S]) Made(s S, now int64) int64                        { return now }
-func (Defaults[S]) Clone(s S) S                                      { return s }
-func (Defaults[S]) Used(s S, now int64) int64                        { return 0 }
-func (Defaults[S]) Holding(now, used int64) S                        { var s S; return s }
-func (Defaults[S]) Release(s S, now, permits int64) S                { return s }
+func (Defaults[S]) Reserve(s S, now, permits int64) (S, int64, bool) { panic(lacks("Reserves")) }
+func (Defaults[S]) When(s S, now, need int64) int64                  { panic(lacks("Reserves")) }
+func (Defaults[S]) Refund(s S, now, at, permits int64) S             { panic(lacks("Refunds")) }
+func (Defaults[S]) Made(s S, now int64) int64                        { panic(lacks("Refunds")) }
+func (Defaults[S]) Clone(s S) S                                      { panic(lacks("Clones")) }
+func (Defaults[S]) Used(s S, now int64) int64                        { panic(lacks("Holds")) }
+func (Defaults[S]) Holding(now, used int64) S                        { panic(lacks("Holds")) }
+func (Defaults[S]) Release(s S, now, permits int64) S                { panic(lacks("Releases")) }
+
+func lacks(c string) string { return "engine: a method of a model without " + c + " was called" }
+
+// checkCaps refuses caps that the engine cannot run: a model whose permits
+// do not come back on Release (they come back with time) must say how many
+// are in use, for a reconfiguration to carry them over (Holds); one that
+// reserves must take a cancelled reservation back (Refunds).
+func checkCaps(c Caps) error {
+	if c&Releases == 0 && c&Holds == 0 || c&Reserves != 0 && c&Refunds == 0 {
+		return fmt.Errorf("engine: a model's Caps %#x are not a combination the engine runs", uint8(c))
+	}
+	return nil
+}
 
 // Make returns the Builder of cfg's limiters, whose model newModel makes
 // from a configuration of the algorithm, on clock (nil: the monotonic
@@ -148,6 +163,9 @@ func makeConf[S any](cfg ratelimit.Config, newModel func(ratelimit.Config) (Mode
 		return nil, err
 	}
 	caps := m.Caps()
+	if err := checkCaps(caps); err != nil {
+		return nil, err
+	}
 	return &conf[S]{model: m, newModel: newModel, caps: caps, timeless: caps&Timeless != 0, cfg: cfg,
 		capacity: cfg.Capacity(), queue: cfg.QueueOptions(), infos: leases.MakeInfos(cfg.Capacity())}, nil
 }
