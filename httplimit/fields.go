@@ -137,19 +137,18 @@ func policyWindow(cfg ratelimit.Config, window time.Duration) time.Duration {
 	if window > 0 {
 		return window
 	}
-	if d, err := algo.Of("httplimit", cfg); err == nil {
-		return d.Window()
-	}
-	return 0
+	return algo.Window(cfg)
 }
 
-// quotaUnit is the qu of a policy item: "concurrent-requests" for a
-// concurrency limit, omitted (requests, the default) otherwise.
-func quotaUnit(cfg ratelimit.Config) string {
-	if d, err := algo.Of("httplimit", cfg); err == nil && d.Unit() != "" {
-		return `;qu="` + d.Unit() + `"`
+// appendUnit appends the qu of a policy item: ;qu="concurrent-requests"
+// for a concurrency limit, nothing (requests, the default) otherwise.
+func appendUnit(b []byte, cfg ratelimit.Config) []byte {
+	if u := algo.Unit(cfg); u != "" {
+		b = append(b, `;qu="`...)
+		b = append(b, u...)
+		b = append(b, '"')
 	}
-	return ""
+	return b
 }
 
 // appendParam appends ;key=n.

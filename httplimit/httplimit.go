@@ -542,7 +542,7 @@ func (m *middleware) setHeaders(h http.Header, leases []decided) {
 		cfg, window := d.p.figures()
 		pol = append(pol, d.p.name...)
 		pol = appendParam(pol, "q", lease.Limit())
-		pol = append(pol, quotaUnit(cfg)...)
+		pol = appendUnit(pol, cfg)
 		if window > 0 {
 			pol = appendParam(pol, "w", check.CeilSeconds(window))
 		}

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/limitkit/ratelimit"
@@ -125,19 +124,21 @@ type entry interface {
 	bind(cfg ratelimit.Config) (Descriptor, bool)
 	fields() []Field
 	build(values map[string]any) ratelimit.Config
+	window(cfg ratelimit.Config) time.Duration
+	unit() string
 }
 
+// The registry is written by Register, from init functions, which run one
+// after another before main; after that it is only read, without a lock.
 var (
-	mu     sync.RWMutex
 	byType = map[reflect.Type]entry{}
 	byName = map[string]entry{}
 )
 
 // Register records a, the algorithm of the configurations of type C (and
-// *C). Each algorithm package calls it once, from init.
+// *C). Each algorithm package calls it once, from init (never later: the
+// registry is read without a lock).
 func Register[C ratelimit.Config, S any](a *Algorithm[C, S]) {
-	mu.Lock()
-	defer mu.Unlock()
 	t := reflect.TypeFor[C]()
 	if _, dup := byType[t]; dup {
 		panic("algo: " + t.String() + " registered twice")
@@ -157,9 +158,7 @@ func Of(pkg string, cfg ratelimit.Config) (Descriptor, error) {
 		return nil, err
 	}
 	cfg = check.Value(cfg)
-	mu.RLock()
 	e, ok := byType[reflect.TypeOf(cfg)]
-	mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%w: %s: unsupported config type %T", ratelimit.ErrInvalidConfig, pkg, cfg)
 	}
@@ -176,12 +175,38 @@ func Name(cfg ratelimit.Config) string {
 	return ""
 }
 
+// Window is Of(cfg).Window() without the descriptor, for a caller on a hot
+// path (it allocates nothing); 0 for a cfg of no algorithm.
+func Window(cfg ratelimit.Config) time.Duration {
+	if e, cfg := lookup(cfg); e != nil {
+		return e.window(cfg)
+	}
+	return 0
+}
+
+// Unit is Of(cfg).Unit() without the descriptor (see Window); "" for a
+// cfg of no algorithm.
+func Unit(cfg ratelimit.Config) string {
+	if e, _ := lookup(cfg); e != nil {
+		return e.unit()
+	}
+	return ""
+}
+
+// lookup is the entry of cfg's algorithm, and cfg as a value; nil for a cfg
+// of no algorithm.
+func lookup(cfg ratelimit.Config) (entry, ratelimit.Config) {
+	if cfg == nil || check.IsNil(cfg) {
+		return nil, nil
+	}
+	cfg = check.Value(cfg)
+	return byType[reflect.TypeOf(cfg)], cfg
+}
+
 // Fields lists the parameters of the algorithm called name; ok is false for
 // an unknown name.
 func Fields(name string) (fields []Field, ok bool) {
-	mu.RLock()
 	e, ok := byName[name]
-	mu.RUnlock()
 	if !ok {
 		return nil, false
 	}
@@ -193,9 +218,7 @@ func Fields(name string) (fields []Field, ok bool) {
 // is zero). It does not validate the configuration: call its Validate.
 // ok is false for an unknown name.
 func Build(name string, values map[string]any) (cfg ratelimit.Config, ok bool) {
-	mu.RLock()
 	e, ok := byName[name]
-	mu.RUnlock()
 	if !ok {
 		return nil, false
 	}
@@ -204,8 +227,6 @@ func Build(name string, values map[string]any) (cfg ratelimit.Config, ok bool) {
 
 // Names lists the registered algorithms' names, sorted.
 func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
 	names := make([]string, 0, len(byName))
 	for n := range byName {
 		names = append(names, n)
@@ -221,6 +242,15 @@ func (a *Algorithm[C, S]) bind(cfg ratelimit.Config) (Descriptor, bool) {
 	}
 	return bound[C, S]{a: a, c: c}, true
 }
+
+func (a *Algorithm[C, S]) window(cfg ratelimit.Config) time.Duration {
+	if a.Window == nil {
+		return 0
+	}
+	return a.Window(cfg.(C))
+}
+
+func (a *Algorithm[C, S]) unit() string { return a.Unit }
 
 func (a *Algorithm[C, S]) fields() []Field {
 	fs := make([]Field, len(a.Params))
@@ -250,12 +280,7 @@ func (b bound[C, S]) Name() string { return b.a.Name }
 
 func (b bound[C, S]) Unit() string { return b.a.Unit }
 
-func (b bound[C, S]) Window() time.Duration {
-	if b.a.Window == nil {
-		return 0
-	}
-	return b.a.Window(b.c)
-}
+func (b bound[C, S]) Window() time.Duration { return b.a.window(b.c) }
 
 func (b bound[C, S]) Describe() string { return b.a.Describe(b.c) }
 
