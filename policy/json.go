@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -122,17 +121,27 @@ func configFrom(alg string, raw json.RawMessage) (ratelimit.Config, error) {
 	if !ok {
 		return nil, fieldErr("algorithm", alg, "must be one of "+strings.Join(algo.Names(), ", "))
 	}
-	var m map[string]json.RawMessage
+	var m map[string]json.RawMessage // refuses a key given twice, and what is no object
 	if err := strictjson.Unmarshal(raw, &m); err != nil {
 		return nil, decodeErr(err, alg, alg)
 	}
-	values := make(map[string]any, len(m))
-	for _, f := range fields {
-		raw, ok := m[f.Name]
-		if !ok {
-			continue
+	members, err := strictjson.Members(raw)
+	if err != nil {
+		return nil, decodeErr(err, alg, alg)
+	}
+	values := make(map[string]any, len(members))
+	for _, m := range members {
+		// A key matches a parameter as encoding/json matches a field:
+		// whatever its case, the last one winning.
+		i := slices.IndexFunc(fields, func(f algo.Field) bool { return strings.EqualFold(f.Name, m.Key) })
+		if i < 0 {
+			value := string(m.Value)
+			if value[0] == '{' || value[0] == '[' {
+				value = value[:1] + "..." + value[len(value)-1:]
+			}
+			return nil, &FieldError{Field: alg + "." + m.Key, Value: value, Reason: "is not a field of " + alg}
 		}
-		delete(m, f.Name)
+		f, raw := fields[i], m.Value
 		var err error
 		switch f.Kind {
 		case algo.Count:
@@ -160,13 +169,6 @@ func configFrom(alg string, raw json.RawMessage) (ratelimit.Config, error) {
 		if err != nil {
 			return nil, decodeErr(err, alg+"."+f.Name, alg)
 		}
-	}
-	for _, key := range slices.Sorted(maps.Keys(m)) {
-		value := string(m[key])
-		if value[0] == '{' || value[0] == '[' {
-			value = value[:1] + "..." + value[len(value)-1:]
-		}
-		return nil, &FieldError{Field: alg + "." + key, Value: value, Reason: "is not a field of " + alg}
 	}
 	cfg, _ := algo.Build(alg, values)
 	return cfg, nil
@@ -289,22 +291,37 @@ func decodeStrict(r io.Reader, v any) (configs map[string]json.RawMessage, err e
 	if raw[0] != '{' { // null, which would decode as an empty policy, or not an object
 		return nil, fmt.Errorf("%w: a policy is a JSON object, got %.20s", ErrInvalidPolicy, raw)
 	}
-	var top map[string]json.RawMessage
+	var top map[string]json.RawMessage // refuses a key given twice
 	if err := strictjson.Unmarshal(raw, &top); err != nil {
 		return nil, decodeErr(err, "", "a policy")
 	}
+	members, err := strictjson.Members(raw)
+	if err != nil {
+		return nil, decodeErr(err, "", "a policy")
+	}
+	// A key matches an algorithm's name as encoding/json matches a field's:
+	// whatever its case, the last one winning.
 	configs = map[string]json.RawMessage{}
-	for key, c := range top {
-		if _, ok := algo.Fields(key); ok {
-			configs[key] = c
-			delete(top, key)
+	rest := members[:0]
+	for _, m := range members {
+		if name, ok := algorithmNamed(m.Key); ok {
+			configs[name] = m.Value
+		} else {
+			rest = append(rest, m)
 		}
 	}
-	rest, err := json.Marshal(top)
-	if err != nil {
-		return nil, err
+	return configs, decodeErr(strictjson.Unmarshal(strictjson.Object(rest), v), "", "a policy")
+}
+
+// algorithmNamed is the registered algorithm whose name key is, whatever
+// its case.
+func algorithmNamed(key string) (string, bool) {
+	for _, name := range algo.Names() {
+		if strings.EqualFold(key, name) {
+			return name, true
+		}
 	}
-	return configs, decodeErr(strictjson.Unmarshal(rest, v), "", "a policy")
+	return "", false
 }
 
 // decodeErr is err, strictjson's, as this package's: a *FieldError naming

@@ -386,3 +386,52 @@ func wanted(t reflect.Type) string {
 	}
 	return "another value"
 }
+
+// Member is a key of a JSON object and its value, as the document gives it.
+type Member struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// Members returns the members of doc, in the document's order; doc must be
+// a JSON object that Unmarshal accepts into a map (so no key appears twice).
+// A doc that is no object is an *Error.
+func Members(doc []byte) ([]Member, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, &Error{Reason: "must be a JSON object", Err: err}
+	}
+	var ms []Member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, &Error{Reason: "malformed JSON: " + err.Error(), Err: err}
+		}
+		m := Member{Key: tok.(string)}
+		if err := dec.Decode(&m.Value); err != nil {
+			return nil, &Error{Reason: "malformed JSON: " + err.Error(), Err: err}
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// Object is the JSON object of ms, in their order, each value as given:
+// what Unmarshal reads as it would the document ms came from.
+func Object(ms []Member) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // a key is shown in errors as the document gave it
+	b.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		enc.Encode(m.Key) // a string always encodes
+		b.Truncate(b.Len() - 1)
+		b.WriteByte(':')
+		b.Write(m.Value)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}

@@ -124,3 +124,26 @@ func TestReadReturnsReadErrors(t *testing.T) {
 		t.Fatalf("got %v, want the *http.MaxBytesError", err)
 	}
 }
+
+// Members keeps the document's order and values; Object gives them back
+// as one object, keys unescaped.
+func TestMembersAndObject(t *testing.T) {
+	doc := []byte(`{"b": 1, "a<x>": {"c": [1, 2]}, "z": "1m"}`)
+	ms, err := Members(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, m := range ms {
+		keys = append(keys, m.Key+"="+string(m.Value))
+	}
+	if got, want := strings.Join(keys, " "), `b=1 a<x>={"c": [1, 2]} z="1m"`; got != want {
+		t.Errorf("Members: %s, want %s", got, want)
+	}
+	if got, want := string(Object(ms)), `{"b":1,"a<x>":{"c": [1, 2]},"z":"1m"}`; got != want {
+		t.Errorf("Object: %s, want %s", got, want)
+	}
+	if _, err := Members([]byte(`[1]`)); err == nil {
+		t.Error("Members of an array")
+	}
+}
