@@ -641,8 +641,8 @@ func (l *Limiter) run(ctx context.Context, call evalCall, then func()) ([]interf
 		if then != nil {
 			then()
 		}
-		if err != nil && ctx.Err() != nil {
-			err = ctx.Err() // the deadline, whatever error the socket's gave
+		if err != nil && ended(ctx) != nil {
+			err = ended(ctx) // the deadline, whatever error the socket's gave
 		}
 		return v, err
 	}
@@ -823,6 +823,21 @@ func (l *Limiter) lease(r reply, p int64, n uint64, reason ratelimit.Reason) rat
 	return backend.Grant(&l.params().infos[0], d, uint64(max(r.extra, 0)))
 }
 
+// ended is ctx's error once ctx has ended or its deadline has passed: a
+// client that bounds a call by the deadline (ContextTimeoutEnabled) fails
+// it with its socket's timeout an instant before ctx's own timer fires,
+// and the call still ended with its caller's deadline, not with a Redis
+// failure.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // failed tells WithOnFailure's function of a failed call.
 func (l *Limiter) failed(err error) {
 	if l.o.onFailure != nil {
@@ -832,8 +847,8 @@ func (l *Limiter) failed(err error) {
 
 // fail applies the failure policy to a Redis error.
 func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.Limiter) (ratelimit.Lease, error)) (ratelimit.Lease, error) {
-	if ctx.Err() != nil {
-		return ratelimit.Lease{}, ctx.Err()
+	if err := ended(ctx); err != nil {
+		return ratelimit.Lease{}, err
 	}
 	l.failed(err)
 	if l.o.fallback != nil {
@@ -1021,8 +1036,8 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 		return nil
 	}
 	if _, err := l.call(ctx, l.localNow(), opRefund, int64(permits), int64(at)); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if err := ended(ctx); err != nil {
+			return err
 		}
 		l.failed(err)
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -1204,8 +1219,8 @@ func (l *Limiter) StatsContext(ctx context.Context) (ratelimit.Stats, error) {
 	}
 	r, err := l.call(ctx, l.localNow(), opAcquire, 0, l.tail("-")...)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ratelimit.Stats{}, ctx.Err()
+		if err := ended(ctx); err != nil {
+			return ratelimit.Stats{}, err
 		}
 		return ratelimit.Stats{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
