@@ -924,11 +924,16 @@ func (l *Limiter) wait(ctx context.Context, permits int, q *base.Queueing[rateli
 	}
 }
 
-// refusedAs is lease, a refusal of l, refused for r instead.
+// refusedAs is lease, a refusal of l or of its fallback, refused for r
+// instead, with the figures of the limiter that refused: a fallback's
+// refusal keeps the fallback's Limit (one allocation, while Redis fails).
 func (l *Limiter) refusedAs(lease ratelimit.Lease, r ratelimit.Reason) ratelimit.Lease {
 	d := ratelimit.Decision{Remaining: lease.Remaining(), ResetAfter: lease.ResetAfter(), RetryAfter: -1}
 	if ra, ok := lease.RetryAfter(); ok {
 		d.RetryAfter = ra
+	}
+	if pm := l.params(); !leases.Lease(lease).From(&pm.infos[lease.Reason()]) {
+		return ratelimit.NewLease(d, lease.Limit(), r, nil)
 	}
 	return backend.Lease(&l.params().infos, d, r, 0)
 }
