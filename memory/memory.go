@@ -40,10 +40,17 @@ type Limiter interface {
 	ratelimit.Limiter
 	ratelimit.ObservableWaiter
 	// Refund takes back a grant of permits this limiter made, as
-	// ratelimit.Refunder says; for a concurrency lease it is Release. ctx
-	// must not be nil (ratelimit.ErrNilContext) and is not read otherwise:
-	// nothing here waits, and a done ctx still gives the permits back.
+	// ratelimit.Refunder says: its permits, and its count in Stats'
+	// Granted; for a concurrency lease it is Release, which counts the
+	// grant out of Granted too the first time (a lease of another limiter
+	// is released, and counts nothing here). ctx must not be nil
+	// (ratelimit.ErrNilContext) and is not read otherwise: nothing here
+	// waits, and a done ctx still gives the permits back.
 	Refund(ctx context.Context, lease ratelimit.Lease, permits int) error
+	// CheckPermits reports the error Acquire and Wait return for permits
+	// whatever the state (ratelimit.PermitChecker): a negative permits,
+	// or more than the capacity of the configuration in force.
+	CheckPermits(permits int) error
 	// Stats returns a snapshot of the limiter's counters.
 	Stats() ratelimit.Stats
 	// IdleFor reports how long the limiter has been back in its initial state
@@ -337,6 +344,8 @@ type behind struct {
 func (l *limiter[S]) checkPermits(permits int) error {
 	return base.CheckPermits(permits, l.conf().cur.Load().capacity)
 }
+
+func (l *limiter[S]) CheckPermits(permits int) error { return l.checkPermits(permits) }
 
 // conf is the configuration l's state is under.
 func (l *limiter[S]) conf() *conf[S] { return l.c.Load() }
@@ -878,7 +887,12 @@ func (l *limiter[S]) Refund(ctx context.Context, lease ratelimit.Lease, permits 
 		return ratelimit.ErrClosed
 	}
 	if c.releaser != nil {
-		lease.Release()
+		if h, ok := leases.Lease(lease).Releaser().(*handle[S]); ok && h.owner == l {
+			token, _ := backend.Token(lease, &h.info)
+			l.giveBack(h, token, true)
+		} else {
+			lease.Release()
+		}
 		return nil
 	}
 	if c.refunder == nil || permits == 0 {
@@ -898,6 +912,9 @@ func (l *limiter[S]) Refund(ctx context.Context, lease ratelimit.Lease, permits 
 		return nil
 	}
 	l.state = l.conf().refunder.Refund(l.state, now, int64(at), int64(permits))
+	if l.granted > 0 { // as if the request had not been made
+		l.granted--
+	}
 	if l.x != nil {
 		l.x.gen++
 	}
@@ -966,15 +983,19 @@ func (l *limiter[S]) Close() error {
 }
 
 // giveBack returns the permits of the lease that holds h with token and
-// recycles h; it does nothing when that lease was released already (h then
-// has another generation). l.x exists: the lease's handle was made by lease.
-func (l *limiter[S]) giveBack(h *handle[S], token uint64) {
+// recycles h, and for a refund counts its grant out of Granted; it does
+// nothing when that lease was released already (h then has another
+// generation). l.x exists: the lease's handle was made by lease.
+func (l *limiter[S]) giveBack(h *handle[S], token uint64, refund bool) {
 	l.mu.Lock()
 	if h.gen != token {
 		l.mu.Unlock()
 		return
 	}
 	h.gen++
+	if refund && l.granted > 0 {
+		l.granted--
+	}
 	h.next, l.x.free = l.x.free, h
 	l.x.gen++
 	if l.closed || h.resets != l.x.resets { // closed, or forgotten by Reset
@@ -1154,4 +1175,4 @@ type handle[S any] struct {
 	info    leases.Info // of the leases that hold it
 }
 
-func (h *handle[S]) Release(token uint64) { h.owner.giveBack(h, token) }
+func (h *handle[S]) Release(token uint64) { h.owner.giveBack(h, token, false) }
