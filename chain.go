@@ -44,8 +44,9 @@ type members struct {
 // error, if any) together with the refusing lease.
 //
 // A negative permits (ErrInvalidPermits), a nil ctx (ErrNilContext), a done
-// one (ctx.Err()), an empty chain or a nil member (ErrInvalidConfig) are
-// reported before any member is asked. permits == 0 is a status check that
+// one (ctx.Err()), an empty chain or a nil member (ErrInvalidConfig), and
+// permits over the capacity of a member that is a PermitChecker
+// (ErrExceedsLimit) are reported before any member is asked. permits == 0 is a status check that
 // takes nothing: granted when every member has at least one permit.
 //
 // The granted lease's Release releases every member's lease; its figures
@@ -111,13 +112,33 @@ func (c *ChainLimiter) Acquire(ctx context.Context, permits int) (Lease, error) 
 
 // check reports what makes a call invalid, before any member is asked.
 func (c *ChainLimiter) check(ctx context.Context, permits int) error {
+	if err := c.CheckPermits(permits); err != nil {
+		return err
+	}
+	return base.CheckContext(ctx)
+}
+
+// CheckPermits reports the error a call for permits returns whatever the
+// members' state (see PermitChecker): the chain's own (ErrInvalidConfig
+// for an empty chain or a nil member, ErrInvalidPermits), or the first
+// member's that is a PermitChecker and refuses permits. A member that is
+// not cannot tell: a call over its capacity gets its error once the
+// members before it have granted, and they are given back their grants.
+func (c *ChainLimiter) CheckPermits(permits int) error {
 	if c.m.invalid != nil {
 		return c.m.invalid
 	}
 	if permits < 0 {
 		return base.CheckPermits(permits, math.MaxInt64)
 	}
-	return base.CheckContext(ctx)
+	for _, l := range c.m.ls {
+		if pc, ok := l.(PermitChecker); ok {
+			if err := pc.CheckPermits(permits); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // acquire returns the chain's lease, or the refusing lease and its limiter.

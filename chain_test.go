@@ -216,8 +216,47 @@ func TestChainExceedsLaterCapacityTakesNothing(t *testing.T) {
 	if _, err := c.Wait(bg, 5); !errors.Is(err, ratelimit.ErrExceedsLimit) {
 		t.Fatalf("Wait(5): %v, want ErrExceedsLimit from user", err)
 	}
-	if got := org.Stats().Available; got != 10 {
-		t.Fatalf("org has %d available after two invalid calls, want 10", got)
+	if got := org.Stats(); got.Available != 10 || got.Granted != 0 || got.Refused != 0 {
+		t.Fatalf("org after two invalid calls: %+v, want 10 available and no request counted", got)
+	}
+	// A member that cannot tell its capacity (not a PermitChecker) is
+	// asked once org has granted: org's grant is given back, and counted
+	// out.
+	c = ratelimit.Chain(org, plain{user}).WithClock(clock)
+	if _, err := c.Acquire(bg, 5); !errors.Is(err, ratelimit.ErrExceedsLimit) {
+		t.Fatalf("Acquire(5) with user hidden: %v, want ErrExceedsLimit from user", err)
+	}
+	if got := org.Stats(); got.Available != 10 || got.Granted != 0 {
+		t.Fatalf("org after a grant given back: %+v, want 10 available and no grant counted", got)
+	}
+}
+
+// TestChainWaitCountsOneGrant: a Wait that sleeps once, on the second
+// member, and then succeeds is one grant of the first member: the grant it
+// gave back before sleeping counts for nothing.
+func TestChainWaitCountsOneGrant(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	f1 := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
+	f2 := newMem(t, fixedwindow.Config{Limit: 1, Window: time.Second}, clock)
+	if l, _ := f2.Acquire(bg, 1); !l.Acquired() {
+		t.Fatal("setup: f2 not granted")
+	}
+	c := ratelimit.Chain(f1, f2).WithClock(clock)
+	done := make(chan error, 1)
+	go func() {
+		l, err := c.Wait(bg, 1)
+		if err == nil && !l.Acquired() {
+			err = errors.New(l.String())
+		}
+		done <- err
+	}()
+	waitTimers(t, clock, 1) // asleep until f2's window ends
+	clock.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := f1.Stats(); got.Granted != 1 || got.Available != 9 {
+		t.Fatalf("f1 after one Wait: %+v, want 1 grant, 9 available", got)
 	}
 }
 

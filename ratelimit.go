@@ -97,7 +97,8 @@ var (
 )
 
 // Refunder is a limiter that can take back a grant it has just made, as if
-// the request had not been made. Chain uses it to make an attempt that a
+// the request had not been made: its permits, and its count in the
+// limiter's Stats (Granted). Chain uses it to make an attempt that a
 // later limiter refuses spend nothing of the earlier ones; a limiter
 // without it keeps what it granted (its permits come back with time).
 type Refunder interface {
@@ -112,6 +113,17 @@ type Refunder interface {
 	// leases' outcome and cannot tell each other's grants apart, and a
 	// second refund of a grant gives its permits again.
 	Refund(ctx context.Context, lease Lease, permits int) error
+}
+
+// PermitChecker is a limiter that can tell, without deciding, the error
+// its Acquire and Wait return for permits whatever its state: a negative
+// permits wraps ErrInvalidPermits, more than its capacity now wraps
+// ErrExceedsLimit; nil when permits can be granted some time. Chain asks
+// each member before asking any to decide, so that a request that one of
+// them can never grant changes no member's state. Memory and redis
+// limiters and chains are PermitCheckers.
+type PermitChecker interface {
+	CheckPermits(permits int) error
 }
 
 // ObservableWaiter is a limiter whose Wait can tell a QueueObserver of the

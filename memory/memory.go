@@ -29,10 +29,17 @@ type Limiter interface {
 	ratelimit.Limiter
 	ratelimit.ObservableWaiter
 	// Refund takes back a grant of permits this limiter made, as
-	// ratelimit.Refunder says; for a concurrency lease it is Release. ctx
-	// must not be nil (ratelimit.ErrNilContext) and is not read otherwise:
-	// nothing here waits, and a done ctx still gives the permits back.
+	// ratelimit.Refunder says: its permits, and its count in Stats'
+	// Granted; for a concurrency lease it is Release, which counts the
+	// grant out of Granted too the first time (a lease of another limiter
+	// is released, and counts nothing here). ctx must not be nil
+	// (ratelimit.ErrNilContext) and is not read otherwise: nothing here
+	// waits, and a done ctx still gives the permits back.
 	Refund(ctx context.Context, lease ratelimit.Lease, permits int) error
+	// CheckPermits reports the error Acquire and Wait return for permits
+	// whatever the state (ratelimit.PermitChecker): a negative permits,
+	// or more than the capacity of the configuration in force.
+	CheckPermits(permits int) error
 	// Stats returns a snapshot of the limiter's counters.
 	Stats() ratelimit.Stats
 	// IdleFor reports how long the limiter has been back in its initial state

@@ -210,7 +210,9 @@ func (h *held) release() {
 // Refund gives back a grant of the wrapped limiter, through its Refund when
 // it is a ratelimit.Refunder, else by releasing the lease (as Chain does
 // with members that are not). A concurrency lease is released (which is
-// what a concurrency limiter's Refund does).
+// what a concurrency limiter's Refund does). Each Refund of a Redis
+// limiter is timed in ratelimit.backend.duration, a concurrency lease's
+// release included (a script call too).
 func (w *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
 	if ctx == nil {
 		return ratelimit.ErrNilContext
@@ -220,7 +222,13 @@ func (w *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 		if permits < 0 {
 			return ratelimit.ErrInvalidPermits
 		}
+		if !ok || !w.r.timed {
+			lease.Release()
+			return nil
+		}
+		start := monotonic()
 		lease.Release()
+		w.r.backendDuration.Record(ctx, (monotonic() - start).Seconds(), w.r.backendOpts[0]...)
 		return nil
 	}
 	if !w.r.timed {

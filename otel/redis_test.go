@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	limitotel "github.com/limitkit/ratelimit/otel"
 	"github.com/limitkit/ratelimit/redis"
@@ -169,5 +170,36 @@ func TestRedisShadow(t *testing.T) {
 		{requests, append(kv, "ratelimit.result=acquired"), 2},
 		{requests, append(kv, "ratelimit.result=refused", "ratelimit.reason=limit"), 3},
 		{backDur, kv, 5},
+	})
+}
+
+// A Redis concurrency limit's Refund releases its lease, a script call of
+// its own: it is timed in ratelimit.backend.duration, as a rate limit's
+// Refund is, besides the Acquire that made the lease.
+func TestRedisConcurrencyRefundTimed(t *testing.T) {
+	mr := miniredis.RunT(t)
+	m := newMeter(t)
+	ctx := context.Background()
+	cfg := concurrency.Config{Limit: 2}
+	inner, err := redis.New(newClient(t, mr.Addr()), "otel-test:"+t.Name(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mustNew(t, inner, limitotel.WithMeterProvider(m), limitotel.WithConfig(cfg))
+	lease, err := l.Acquire(ctx, 1)
+	if err != nil || !lease.Acquired() {
+		t.Fatal(lease, err)
+	}
+	if err := l.Refund(ctx, lease, 1); err != nil {
+		t.Fatal(err)
+	}
+	if st := inner.Stats(); st.Available != 2 {
+		t.Fatalf("after the refund: %+v, want the 2 permits available", st)
+	}
+	kv := []string{"ratelimit.backend=redis", "ratelimit.algorithm=concurrency"}
+	check(t, m.collect(t), []want{
+		{backDur, append(kv, "ratelimit.result=acquired"), 2},
+		{active, kv, 0},
+		{leaseDur, kv, 1},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"time"
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/backend"
@@ -26,6 +27,21 @@ const (
 // while Redis fails.
 var failedOpen = leases.MakeInfos(-1)
 
+// ended is ctx's error once ctx has ended or its deadline has passed: a
+// client that bounds a call by the deadline (ContextTimeoutEnabled) fails
+// it with its socket's timeout an instant before ctx's own timer fires,
+// and the call still ended with its caller's deadline, not with a Redis
+// failure.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // failed tells WithOnFailure's function of a failed call.
 func (l *Limiter) failed(err error) {
 	if l.o.onFailure != nil {
@@ -35,8 +51,8 @@ func (l *Limiter) failed(err error) {
 
 // fail applies the failure policy to a Redis error.
 func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.Limiter) (ratelimit.Lease, error)) (ratelimit.Lease, error) {
-	if ctx.Err() != nil {
-		return ratelimit.Lease{}, ctx.Err()
+	if err := ended(ctx); err != nil {
+		return ratelimit.Lease{}, err
 	}
 	l.failed(err)
 	if l.o.fallback != nil {

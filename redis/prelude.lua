@@ -191,10 +191,12 @@ end
 
 -- The reply: granted (0/1), remaining, retry-after us (-1 unknown),
 -- reset-after us, extra (for a grant of a rate algorithm, the instant it
--- was counted at). A RetryAfter found by earliest is the first whole
--- microsecond at which the request is granted: the exact wait rounded up
--- to the resolution of the instants. Numbers, not strings: an integral Lua
--- number becomes a Redis integer exactly.
-local function reply(granted, remaining, retry_us, reset_us, extra)
-  return {granted and 1 or 0, remaining, retry_us, reset_us, extra or 0}
+-- was counted at), prior (for a token bucket's reservation, the due
+-- instant of the one before it: see tokenbucket.lua; 0 otherwise). A
+-- RetryAfter found by earliest is the first whole microsecond at which the
+-- request is granted: the exact wait rounded up to the resolution of the
+-- instants. Numbers, not strings: an integral Lua number becomes a Redis
+-- integer exactly.
+local function reply(granted, remaining, retry_us, reset_us, extra, prior)
+  return {granted and 1 or 0, remaining, retry_us, reset_us, extra or 0, prior or 0}
 end

@@ -293,6 +293,13 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	return l.lease(r, p, n, ratelimit.ReasonLimit), nil
 }
 
+// CheckPermits reports the error Acquire and Wait return for permits
+// whatever the state (ratelimit.PermitChecker): a negative permits, or
+// more than the capacity of the configuration this process applies.
+func (l *Limiter) CheckPermits(permits int) error {
+	return base.CheckPermits(permits, l.params().capacity)
+}
+
 // exceeds is the error of a refusal r of p permits that are more than the
 // capacity now: a Reconfigure lowered it while the call was on its way
 // (the script refuses what it could never grant), so the call gets the
@@ -475,8 +482,8 @@ func (l *Limiter) StatsContext(ctx context.Context) (ratelimit.Stats, error) {
 	}
 	r, err := l.call(ctx, l.localNow(), opAcquire, 0, l.tail("-")...)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ratelimit.Stats{}, ctx.Err()
+		if err := ended(ctx); err != nil {
+			return ratelimit.Stats{}, err
 		}
 		return ratelimit.Stats{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

@@ -61,8 +61,8 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 		return nil
 	}
 	if _, err := l.call(ctx, l.localNow(), opRefund, int64(permits), int64(at)); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if err := ended(ctx); err != nil {
+			return err
 		}
 		l.failed(err)
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -77,14 +77,14 @@ func (s *luaScript) call(keys []string, argc int) evalCall {
 
 // The script protocol, in one place. A call's ARGV is now (empty: the
 // server's TIME), permits, an op, the algorithm's parameters (see
-// NewFactory), then the op's arguments; every script replies with the five
+// NewFactory), then the op's arguments; every script replies with the
 // numbers of reply. Ops: opAcquire (every algorithm; permits 0 is a status
 // check; concurrency: the holder's name), opWait (token bucket: acquire or
 // reserve; the most us the caller can wait, -1 for no bound), opCancel
-// (token bucket: give back a cancelled reservation), opRefund (rate
-// algorithms: take back a grant; its instant), opRelease and opRenew
-// (concurrency: the holder's name). A refused reservation's extra is
-// refusedQueueFull or refusedDeadline.
+// (token bucket: give back a cancelled reservation; its due instant and
+// prior), opRefund (rate algorithms: take back a grant; its instant),
+// opRelease and opRenew (concurrency: the holder's name). A refused
+// reservation's extra is refusedQueueFull or refusedDeadline.
 const (
 	opAcquire = "a"
 	opWait    = "w"
@@ -116,6 +116,7 @@ type reply struct {
 	// Wait refused, 2 (queue full) or 3 (deadline); for concurrency, the
 	// result of a release or renewal.
 	extra int64
+	prior int64 // a reservation's: the due instant (us) of the one before it
 }
 
 // localNow is this process's time: for IdleFor and sleeping, never for decisions.
@@ -182,8 +183,8 @@ func (l *Limiter) run(ctx context.Context, call evalCall, then func()) ([]interf
 		if then != nil {
 			then()
 		}
-		if err != nil && ctx.Err() != nil {
-			err = ctx.Err() // the deadline, whatever error the socket's gave
+		if err != nil && ended(ctx) != nil {
+			err = ended(ctx) // the deadline, whatever error the socket's gave
 		}
 		return v, err
 	}
@@ -240,10 +241,10 @@ func (l *Limiter) lone(own []interface{}) evalCall {
 const headLen = 3
 
 func parseReply(v []interface{}) (reply, error) {
-	if len(v) != 5 {
-		return reply{}, fmt.Errorf("redis: script replied %d values, want 5", len(v))
+	if len(v) != 6 {
+		return reply{}, fmt.Errorf("redis: script replied %d values, want 6", len(v))
 	}
-	var n [5]int64
+	var n [6]int64
 	for i, x := range v {
 		switch x := x.(type) {
 		case int64:
@@ -257,7 +258,7 @@ func parseReply(v []interface{}) (reply, error) {
 			return reply{}, fmt.Errorf("redis: script reply %d has type %T", i, x)
 		}
 	}
-	r := reply{granted: n[0] == 1, remaining: n[1], retryAfter: -1, resetAfter: time.Duration(n[3]) * time.Microsecond, extra: n[4]}
+	r := reply{granted: n[0] == 1, remaining: n[1], retryAfter: -1, resetAfter: time.Duration(n[3]) * time.Microsecond, extra: n[4], prior: n[5]}
 	if n[2] >= 0 {
 		r.retryAfter = time.Duration(n[2]) * time.Microsecond
 	}

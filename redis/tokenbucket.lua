@@ -6,15 +6,18 @@
 -- burst, period (us), per period, queue limit, queue order (0 OldestFirst,
 -- 1 NewestFirst), then op's argument. op: OP_ACQUIRE; OP_WAIT: acquire,
 -- else reserve (argument: the most us the caller can wait, -1 for no
--- bound); OP_CANCEL: refund a cancelled reservation (argument: 0); OP_REFUND: refund a
--- grant (argument: its instant). The arithmetic repeats tokenbucket's model's
+-- bound); OP_CANCEL: refund a cancelled reservation (arguments: its due instant,
+-- and the one before it, as its reply told them); OP_REFUND: refund a grant
+-- (argument: its instant). The arithmetic repeats tokenbucket's model's
 -- float64 operations in the same order, on instants that are whole
 -- microseconds, so decisions are the same bit for bit.
 --
 -- Reservations: a reservation is due at When(bucket, now, p) (the instant
 -- at which Acquire would grant p), and never before the horizon: waiters
 -- are served in arrival order, also after a cancel gave tokens back (the
--- horizon never moves back). With OldestFirst an Acquire of p > 0 before
+-- horizon moves back only when the last reservation is cancelled, to the
+-- due instant of the one before it). A reservation's reply tells it that
+-- instant, the horizon it found (its prior), which its cancel sends back. With OldestFirst an Acquire of p > 0 before
 -- the horizon is refused behind the queue (a new request never overtakes
 -- waiters), with RetryAfter the instant a reservation made now would be
 -- due.
@@ -142,14 +145,21 @@ local function decide_bucket(K, ARGV)
     return reply(true, max(0, floor(x)), -1, reset_after(x, l), 0)
   end
 
-  if op == OP_CANCEL then -- refund a cancelled reservation: the bucket is in debt, nothing was lost
-    -- The horizon stays: the waiters reserved after the cancelled one keep
-    -- the due instants they were given and sleep in their own processes,
-    -- which no script can wake earlier; a newcomer still waits behind them.
-    -- (Lowering it to when the remaining debt is repaid let a newcomer
-    -- overtake a sleeping waiter once a middle reservation had been
-    -- cancelled too.) The tokens come back to whoever asks after it.
+  if op == OP_CANCEL then -- refund a cancelled reservation (arg: its due instant): the bucket is in debt, nothing was lost
+    -- The horizon stays while waiters reserved after the cancelled one may
+    -- sleep: they keep the due instants they were given, in their own
+    -- processes, which no script can wake earlier, and a newcomer still
+    -- waits behind them. (Lowering it to when the remaining debt is repaid
+    -- let a newcomer overtake a sleeping waiter once a middle reservation
+    -- had been cancelled too.) The last reservation's due is the horizon:
+    -- cancelled, it moves back to the due of the reservation before it,
+    -- its prior (past when there is none left: the tokens come back to
+    -- whoever asks after it). A prior cancelled since stays the horizon:
+    -- stricter, and when the debt left is repaid may come before the dues
+    -- of the reservations made behind one cancelled earlier.
     local x = min(cur + p, burst)
+    local prior = tonumber(ARGV[11])
+    if arg > 0 and arg == horizon and prior then horizon = min(horizon, prior) end
     save(x, l, horizon)
     return reply(true, max(0, floor(x)), -1, reset_after(x, l), 0)
   end
@@ -184,8 +194,9 @@ local function decide_bucket(K, ARGV)
   if arg >= 0 and due - now > arg then
     return reply(false, rem, due - now, reset_after(cur, l), REFUSED_DEADLINE)
   end
+  local prior = horizon
   save(after, l, due)
-  return reply(true, 0, due - now, reset_after(after, l), due)
+  return reply(true, 0, due - now, reset_after(after, l), due, prior)
 end
 
 local function decide(K, ARGV)

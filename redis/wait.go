@@ -10,6 +10,7 @@ import (
 	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // Wait takes permits, waiting until ctx is done. The token bucket reserves in
@@ -70,11 +71,16 @@ func (l *Limiter) wait(ctx context.Context, permits int, q *base.Queueing[rateli
 	}
 }
 
-// refusedAs is lease, a refusal of l, refused for r instead.
+// refusedAs is lease, a refusal of l or of its fallback, refused for r
+// instead, with the figures of the limiter that refused: a fallback's
+// refusal keeps the fallback's Limit (one allocation, while Redis fails).
 func (l *Limiter) refusedAs(lease ratelimit.Lease, r ratelimit.Reason) ratelimit.Lease {
 	d := ratelimit.Decision{Remaining: lease.Remaining(), ResetAfter: lease.ResetAfter(), RetryAfter: -1}
 	if ra, ok := lease.RetryAfter(); ok {
 		d.RetryAfter = ra
+	}
+	if pm := l.params(); !leases.Lease(lease).From(&pm.infos[lease.Reason()]) {
+		return ratelimit.NewLease(d, lease.Limit(), r, nil)
 	}
 	return backend.Lease(&l.params().infos, d, r, 0)
 }
@@ -121,7 +127,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64, q *base.Queueing[ratelim
 	if err != nil || lease.Reason() == ratelimit.ReasonClosed {
 		// Give the reserved tokens back; the caller's ctx may be done.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.o.timeout, time.Second))
-		if _, err := l.call(rctx, l.localNow(), opCancel, p, 0); err != nil {
+		if _, err := l.call(rctx, l.localNow(), opCancel, p, r.extra, r.prior); err != nil {
 			l.failed(err)
 		}
 		cancel()

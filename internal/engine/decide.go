@@ -170,7 +170,12 @@ func (l *limiter[S]) Refund(ctx context.Context, lease ratelimit.Lease, permits 
 		return ratelimit.ErrClosed
 	}
 	if c.has(Releases) {
-		lease.Release()
+		if h, ok := leases.Lease(lease).Releaser().(*handle[S]); ok && h.owner == l {
+			token, _ := backend.Token(lease, &h.info)
+			l.giveBack(h, token, true)
+		} else {
+			lease.Release()
+		}
 		return nil
 	}
 	if !c.has(Refunds) || permits == 0 {
@@ -190,6 +195,9 @@ func (l *limiter[S]) Refund(ctx context.Context, lease ratelimit.Lease, permits 
 		return nil
 	}
 	l.state = l.conf().model.Refund(l.state, now, int64(at), int64(permits))
+	if l.granted > 0 { // as if the request had not been made
+		l.granted--
+	}
 	if l.x != nil {
 		l.x.gen++
 	}
@@ -258,15 +266,19 @@ func (l *limiter[S]) Close() error {
 }
 
 // giveBack returns the permits of the lease that holds h with token and
-// recycles h; it does nothing when that lease was released already (h then
-// has another generation). l.x exists: the lease's handle was made by lease.
-func (l *limiter[S]) giveBack(h *handle[S], token uint64) {
+// recycles h, and for a refund counts its grant out of Granted; it does
+// nothing when that lease was released already (h then has another
+// generation). l.x exists: the lease's handle was made by lease.
+func (l *limiter[S]) giveBack(h *handle[S], token uint64, refund bool) {
 	l.mu.Lock()
 	if h.gen != token {
 		l.mu.Unlock()
 		return
 	}
 	h.gen++
+	if refund && l.granted > 0 {
+		l.granted--
+	}
 	h.next, l.x.free = l.x.free, h
 	l.x.gen++
 	if l.closed || h.resets != l.x.resets { // closed, or forgotten by Reset
@@ -305,4 +317,4 @@ type handle[S any] struct {
 	info    leases.Info // of the leases that hold it
 }
 
-func (h *handle[S]) Release(token uint64) { h.owner.giveBack(h, token) }
+func (h *handle[S]) Release(token uint64) { h.owner.giveBack(h, token, false) }

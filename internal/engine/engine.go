@@ -28,6 +28,7 @@ type Limiter interface {
 	ratelimit.Limiter
 	ratelimit.ObservableWaiter
 	Refund(ctx context.Context, lease ratelimit.Lease, permits int) error
+	CheckPermits(permits int) error
 	Stats() ratelimit.Stats
 	IdleFor() (d time.Duration, ok bool)
 	Close() error
@@ -245,6 +246,9 @@ type behind struct {
 func (l *limiter[S]) checkPermits(permits int) error {
 	return base.CheckPermits(permits, l.conf().cur.Load().capacity)
 }
+
+// CheckPermits is checkPermits, for ratelimit.PermitChecker.
+func (l *limiter[S]) CheckPermits(permits int) error { return l.checkPermits(permits) }
 
 // conf is the configuration l's state is under.
 func (l *limiter[S]) conf() *conf[S] { return l.c.Load() }

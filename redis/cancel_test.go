@@ -1,0 +1,110 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/redis"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+// TestCancelledLastReservation: a token bucket's last reservation,
+// cancelled before its turn, holds nobody back once it is gone: the queue
+// is empty, and a newcomer is granted the tokens that are there, on Redis
+// as in memory. On Redis, cancelling a reservation that others followed
+// keeps them ahead of newcomers.
+func TestCancelledLastReservation(t *testing.T) {
+	t.Run("miniredis", func(t *testing.T) {
+		_, c := miniClient(t)
+		cancelledLastReservation(t, c)
+	})
+	t.Run("redis", func(t *testing.T) { cancelledLastReservation(t, realClient(t)) })
+}
+
+func cancelledLastReservation(t *testing.T, c goredis.UniversalClient) {
+	cfg := tokenbucket.Config{Rate: 10, Burst: 3, Queue: ratelimit.Queue{Limit: 100}}
+	newLimiters := func(clock *ratelimittest.Clock) map[string]ratelimit.Limiter {
+		mem, err := memory.New(cfg, memory.WithClock(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mem.Close() })
+		return map[string]ratelimit.Limiter{
+			"memory": mem,
+			"redis":  mustNew(t, c, fmt.Sprintf("cancelled-last-%d", keySeq.Add(1)), cfg, redis.WithClock(clock)),
+		}
+	}
+	// wait starts a Wait for p permits and returns its cancel and its
+	// error, once it waits as the n-th waiter: on Redis it sleeps (n timers
+	// are then pending), in memory it is queued.
+	wait := func(clock *ratelimittest.Clock, l ratelimit.Limiter, p, n int) (context.CancelFunc, <-chan error) {
+		ctx, cancel := context.WithCancel(bg)
+		done := make(chan error, 1)
+		_, onRedis := l.(*redis.Limiter)
+		queued := l.(memory.Limiter).Stats().Queued + int64(p) // Redis does not count
+		go func() { _, err := l.Wait(ctx, p); done <- err }()
+		if onRedis {
+			waitTimers(t, clock, n)
+		} else {
+			for l.(memory.Limiter).Stats().Queued != queued {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return cancel, done
+	}
+	clock := ratelimittest.NewClock()
+	for name, l := range newLimiters(clock) {
+		if lease, err := l.Acquire(bg, 2); err != nil || !lease.Acquired() {
+			t.Fatalf("%s: Acquire(2) at t0: %v %v", name, lease, err)
+		}
+		cancel, done := wait(clock, l, 3, 1) // due at t0+200ms
+		clock.Advance(100 * time.Millisecond)
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: cancelled Wait: %v", name, err)
+		}
+		if st, ok := l.(interface{ Stats() ratelimit.Stats }); ok && st.Stats().Available != 2 {
+			t.Fatalf("%s: Stats after the cancel %+v, want 2 available", name, st.Stats())
+		}
+		lease, err := l.Acquire(bg, 2)
+		if d, _ := lease.RetryAfter(); err != nil || !lease.Acquired() {
+			t.Fatalf("%s: Acquire(2) once the only reservation was cancelled: %v (retry %v) %v, want granted", name, lease, d, err)
+		}
+		clock.Advance(time.Hour)
+	}
+
+	// Reservations a, b then c; b, in the middle, is cancelled, then c,
+	// the last: a newcomer waits behind a, which still sleeps, as in
+	// memory, and is granted once a is.
+	clock = ratelimittest.NewClock()
+	for name, l := range newLimiters(clock) {
+		l.Acquire(bg, 3)
+		_, doneA := wait(clock, l, 1, 1) // due at t0+100ms
+		cancelB, doneB := wait(clock, l, 1, 2)
+		cancelC, doneC := wait(clock, l, 1, 3)
+		cancelB()
+		<-doneB
+		cancelC()
+		<-doneC
+		lease, err := l.Acquire(bg, 1)
+		if d, _ := lease.RetryAfter(); err != nil || lease.Acquired() || ceilMicro(d) != 200*time.Millisecond {
+			t.Fatalf("%s: Acquire(1) behind a: %v (retry %v) %v, want refused, retry 200ms (a token after a's)", name, lease, d, err)
+		}
+		clock.Advance(100 * time.Millisecond)
+		if err := <-doneA; err != nil {
+			t.Fatalf("%s: a: %v", name, err)
+		}
+		clock.Advance(100 * time.Millisecond)
+		if lease, err := l.Acquire(bg, 1); err != nil || !lease.Acquired() {
+			t.Fatalf("%s: Acquire(1) after a: %v %v, want granted", name, lease, err)
+		}
+	}
+}
