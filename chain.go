@@ -167,6 +167,10 @@ func (c *ChainLimiter) acquire(ctx context.Context, permits int) (Lease, Limiter
 		d.ResetAfter = max(d.ResetAfter, l.ResetAfter())
 	}
 	g.info = leases.GrantInfo(best.Limit(), g)
+	if leases.Lease(best).Grows() != nil {
+		g.best = best // its t is the chain's: the tightest member's
+		g.info = leases.WithGrows(g.info, g.growsAfter)
+	}
 	return Lease(g.info.Grant(d.Remaining, d.ResetAfter, 0)), nil, nil
 }
 
@@ -272,7 +276,13 @@ type chainGrant struct {
 	m        *members
 	info     leases.Info
 	leases   []Lease
+	best     Lease // the member's grant whose figures are the chain's
 	refunded atomic.Bool
+}
+
+// growsAfter is the t of the chain's grant: its tightest member's.
+func (g *chainGrant) growsAfter(_ int64, _ time.Duration, now time.Time) (time.Duration, bool) {
+	return leases.Lease(g.best).GrowsAfter(now)
 }
 
 func (g *chainGrant) Release(uint64) {

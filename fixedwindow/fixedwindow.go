@@ -177,5 +177,13 @@ func init() {
 			algo.QueueOf(func(c *Config) *ratelimit.Queue { return &c.Queue }),
 		},
 		Describe: func(c Config) string { return fmt.Sprintf("fixed window: %d per %v", c.Limit, algo.Short(c.Window)) },
+		// The window's end: ResetAfter, or the next multiple of Window for
+		// an empty window.
+		Grows: func(c Config, _ int64, reset time.Duration, now time.Time) (time.Duration, bool) {
+			if reset > 0 {
+				return reset, true
+			}
+			return algo.UntilNext(now, c.Window), true
+		},
 	})
 }

@@ -2,20 +2,13 @@ package httplimit
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/internal/algo"
-	"github.com/limitkit/ratelimit/internal/check"
-	"github.com/limitkit/ratelimit/slidinglog"
-	"github.com/limitkit/ratelimit/slidingwindow"
-	"github.com/limitkit/ratelimit/tokenbucket"
+	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // ValidPolicyName reports whether name can name a policy in the RateLimit
@@ -51,13 +44,6 @@ func sfString(s string) string {
 	return b.String()
 }
 
-// untilNext is how long from now until the next multiple of p since the
-// Unix epoch (p when now is one): the end of an epoch-aligned window.
-func untilNext(now time.Time, p time.Duration) time.Duration {
-	n := now.UnixNano()
-	return time.Duration(check.FloorStart(n, int64(p)) + int64(p) - n)
-}
-
 // effectiveWindow is the RateLimit field's t for lease, as
 // draft-ietf-httpapi-ratelimit-headers-11 defines it: the time within which
 // the client can use no more than the available quota, that is the time
@@ -66,23 +52,14 @@ func untilNext(now time.Time, p time.Duration) time.Duration {
 //
 // A refusal's t is its RetryAfter (the time until one permit is available),
 // so Retry-After, the same figure rounded up the same way, never points
-// earlier than the end of t. A grant's t comes from the lease and cfg, the
-// limiter's configuration:
-//
-//   - token bucket, continuous: the time until the next whole token, which
-//     is ResetAfter (the time until the bucket is full) modulo the time one
-//     token takes; one token's time for a full bucket.
-//   - token bucket, interval: the next refill, ResetAfter modulo Period, or
-//     the next multiple of Period for a full bucket.
-//   - fixed window: the window's end, which is ResetAfter, or the next
-//     multiple of Window for an empty window.
-//   - segmented sliding window: the next segment boundary, where the oldest
-//     segment's grants leave the window (a lower bound when that segment
-//     had none, never past the growth).
-//   - sliding log: Window for an empty log (at most Limit in any Window);
-//     not known otherwise: the oldest entry's age is not in the lease.
-//   - weighted sliding window, concurrency, no cfg, or a cfg of another
-//     kind: not known.
+// earlier than the end of t. A grant's t is what the lease says, for the
+// configuration its limiter applied (every limiter of this module says it,
+// followed through a reconfiguration); for a limiter of one's own, whose
+// leases do not, it comes from cfg, the policy's Config, when there is one.
+// Each algorithm's package says what it is (its descriptor's Grows): a
+// token bucket's next token or refill, a fixed window's end, a segmented
+// window's next segment; not known for a weighted sliding window, a
+// sliding log that holds grants, or a concurrency limit.
 //
 // Window alignment reads now: the limiter's clock for memory limiters,
 // Redis's for redis ones; the two differ only by clock skew.
@@ -90,44 +67,10 @@ func effectiveWindow(cfg ratelimit.Config, lease ratelimit.Lease, now time.Time)
 	if !lease.Acquired() {
 		return lease.RetryAfter()
 	}
-	reset := lease.ResetAfter()
-	switch c := cfg.(type) {
-	case tokenbucket.Config:
-		if c.Period > 0 {
-			if reset > 0 {
-				if r := reset % c.Period; r > 0 {
-					return r, true
-				}
-				return c.Period, true
-			}
-			return untilNext(now, c.Period), true
-		}
-		if c.Rate == rate.Inf || c.Rate <= 0 {
-			return 0, false
-		}
-		perToken := float64(time.Second) / float64(c.Rate)
-		ns := perToken
-		if reset > 0 {
-			if r := math.Mod(float64(reset), perToken); r > 0 {
-				ns = r
-			}
-		}
-		return time.Duration(math.Ceil(ns)), true
-	case fixedwindow.Config:
-		if reset > 0 {
-			return reset, true
-		}
-		return untilNext(now, c.Window), true
-	case slidingwindow.Config:
-		if c.Segments > 0 {
-			return untilNext(now, c.Window/time.Duration(c.Segments)), true
-		}
-	case slidinglog.Config:
-		if reset == 0 {
-			return c.Window, true
-		}
+	if leases.Lease(lease).Grows() != nil {
+		return leases.Lease(lease).GrowsAfter(now)
 	}
-	return 0, false
+	return algo.GrowsAfter(cfg, lease.Remaining(), lease.ResetAfter(), now)
 }
 
 // policyWindow is the w of a policy item: window when set, else the

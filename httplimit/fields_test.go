@@ -13,6 +13,7 @@ import (
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/httplimit"
+	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
@@ -134,7 +135,7 @@ func TestPolicyNames(t *testing.T) {
 		}
 	}
 	h := middleware(t, l, httplimit.Options{Policy: `a "quoted" \ name`}, ok)
-	if w := serve(h, "192.0.2.1:1", nil); w.Header().Get("RateLimit") != `"a \"quoted\" \\ name";r=0` {
+	if w := serve(h, "192.0.2.1:1", nil); w.Header().Get("RateLimit") != `"a \"quoted\" \\ name";r=0;t=1600` {
 		t.Fatalf("escaped name: %v", w.Header())
 	}
 }
@@ -271,4 +272,53 @@ func serveRequest(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w
+}
+
+// TestEffectiveWindowFromTheLease: a grant's t comes from the lease, so a
+// limiter of this module given without Options.Config sends it, and a live
+// reconfiguration is followed without Configured.
+func TestEffectiveWindowFromTheLease(t *testing.T) {
+	clock := ratelimittest.NewClock() // ratelimittest.Start: 20s into a minute
+	h := middleware(t, perKey(t, tokenbucket.Config{Rate: 1, Burst: 5}, clock), httplimit.Options{Policy: "p"}, ok)
+	var got []string
+	for range 3 {
+		got = append(got, serve(h, "192.0.2.1:1", nil).Header().Get("RateLimit"))
+	}
+	if want := []string{`"p";r=4;t=1`, `"p";r=3;t=1`, `"p";r=2;t=1`}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("token bucket without Config: %v, want %v", got, want)
+	}
+
+	l := perKey(t, fixedwindow.Config{Limit: 5, Window: time.Minute}, clock)
+	h = middleware(t, l, httplimit.Options{Policy: "p"}, ok)
+	if got := serve(h, "192.0.2.1:1", nil).Header().Get("RateLimit"); got != `"p";r=4;t=40` {
+		t.Errorf("fixed window of 1m: %s, want t=40, the window's end", got)
+	}
+	if err := l.Reconfigure(fixedwindow.Config{Limit: 5, Window: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if got := serve(h, "192.0.2.1:1", nil).Header().Get("RateLimit"); got != `"p";r=3;t=10` {
+		t.Errorf("reconfigured to 30s: %s, want t=10, the new window's end", got)
+	}
+}
+
+// A Chain's grant says its tightest member's t, without Options.Config.
+func TestEffectiveWindowOfAChain(t *testing.T) {
+	clock := ratelimittest.NewClock() // 20s into a minute
+	fw, err := memory.New(fixedwindow.Config{Limit: 5, Window: time.Minute}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := memory.New(tokenbucket.Config{Rate: 0.5, Burst: 3}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := middleware(t, httplimit.Global(ratelimit.Chain(fw, tb).WithClock(clock)), httplimit.Options{Policy: "p"}, ok)
+	var got []string
+	for range 2 {
+		got = append(got, serve(h, "192.0.2.1:1", nil).Header().Get("RateLimit"))
+	}
+	// The bucket is the tightest (2 then 1 left of 3): its next token, 2s.
+	if want := []string{`"p";r=2;t=2`, `"p";r=1;t=2`}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("chain: %v, want %v", got, want)
+	}
 }

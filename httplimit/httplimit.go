@@ -188,11 +188,12 @@ type Options struct {
 	// Config's (a token bucket's: the time to fill it), omitted without one.
 	Window time.Duration
 	// Config is the configuration of the limiter's partitions (a
-	// tokenbucket.Config, fixedwindow.Config, ...), which makes the
-	// RateLimit field's t exact on grants (see Middleware). Without it, or
-	// for a limiter that is not one algorithm (a Chain), t is sent only on
-	// refusals, where the lease tells it. A limiter that is Configured
-	// (policy.Keyed) reports its own, which is used instead.
+	// tokenbucket.Config, fixedwindow.Config, ...), for RateLimit-Policy's
+	// w and qu. The RateLimit field's t on a grant is the lease's, for the
+	// configuration its limiter applied (every limiter of this module but
+	// FromRate tells it); Config gives it for a limiter of one's own whose
+	// leases do not. A limiter that is Configured (policy.Keyed) reports
+	// its own configuration, which is used instead.
 	Config ratelimit.Config
 	// Clock reads the time where t needs it (the end of an epoch-aligned
 	// window that has no grant yet); the system clock when nil. Give it the
@@ -242,8 +243,9 @@ type Route struct {
 // its policy. The middleware then reads the fields that depend on the
 // configuration (RateLimit's t on a grant, RateLimit-Policy's w and qu)
 // from it at each request, rather than from Options.Config (or a Route
-// Policy's Config), which a live change would leave stale. Config returns
-// nil when it does not know.
+// Policy's Config), which a live change would leave stale (t is the
+// lease's anyway, for a limiter of this module). Config returns nil when
+// it does not know.
 type Configured interface {
 	Config() ratelimit.Config
 }

@@ -252,7 +252,7 @@ func (l *Limiter[R]) fromOverflow(lease ratelimit.Lease, permits int) ratelimit.
 		return lease
 	}
 	g := &overflowGrant[R]{owner: l, lease: lease}
-	g.info = leases.GrantInfo(lease.Limit(), g)
+	g.info = leases.WithGrows(leases.GrantInfo(lease.Limit(), g), leases.Lease(lease).Grows())
 	return ratelimit.Lease(g.info.Grant(lease.Remaining(), lease.ResetAfter(), 0))
 }
 

@@ -204,6 +204,7 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 	}
 	s.suffixes, s.reserves, s.release = enc.Suffixes, enc.Reserves, enc.Holds
 	pm.args, pm.unlimited = enc.Args, enc.Unlimited
+	pm.infos.SetGrows(d.Grows())
 	s.p.Store(pm)
 	return s, nil
 }

@@ -181,5 +181,13 @@ func init() {
 			algo.QueueOf(func(c *Config) *ratelimit.Queue { return &c.Queue }),
 		},
 		Describe: func(c Config) string { return fmt.Sprintf("sliding log: %d per %v", c.Limit, algo.Short(c.Window)) },
+		// Window for an empty log (at most Limit in any Window); unknown
+		// otherwise: the oldest entry's age is not in the lease.
+		Grows: func(c Config, _ int64, reset time.Duration, _ time.Time) (time.Duration, bool) {
+			if reset == 0 {
+				return c.Window, true
+			}
+			return 0, false
+		},
 	})
 }

@@ -354,5 +354,14 @@ func init() {
 			}
 			return fmt.Sprintf("sliding window, weighted: %d per %v", c.Limit, algo.Short(c.Window))
 		},
+		// Segmented: the next segment boundary, where the oldest segment's
+		// grants leave the window (a lower bound when that segment had
+		// none). Weighted: unknown.
+		Grows: func(c Config, _ int64, _ time.Duration, now time.Time) (time.Duration, bool) {
+			if c.Segments > 0 {
+				return algo.UntilNext(now, c.Window/time.Duration(c.Segments)), true
+			}
+			return 0, false
+		},
 	})
 }

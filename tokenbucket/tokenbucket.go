@@ -459,5 +459,30 @@ func init() {
 			}
 			return fmt.Sprintf("token bucket: %g/s, burst %d", float64(c.Rate), c.Burst)
 		},
+		// The next refill (interval), or the time until the next whole
+		// token: ResetAfter modulo one token's time (one token's time for
+		// a full bucket). Unknown for rate.Inf.
+		Grows: func(c Config, _ int64, reset time.Duration, now time.Time) (time.Duration, bool) {
+			if c.Period > 0 {
+				if reset > 0 {
+					if r := reset % c.Period; r > 0 {
+						return r, true
+					}
+					return c.Period, true
+				}
+				return algo.UntilNext(now, c.Period), true
+			}
+			if c.Rate == rate.Inf || c.Rate <= 0 {
+				return 0, false
+			}
+			perToken := float64(time.Second) / float64(c.Rate)
+			ns := perToken
+			if reset > 0 {
+				if r := math.Mod(float64(reset), perToken); r > 0 {
+					ns = r
+				}
+			}
+			return time.Duration(math.Ceil(ns)), true
+		},
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/internal/engine"
+	"github.com/limitkit/ratelimit/internal/leases"
 	"golang.org/x/time/rate"
 )
 
@@ -44,6 +45,11 @@ type Algorithm[C ratelimit.Config, S any] struct {
 	// Describe says c in a few words, for people ("token bucket: 10/s,
 	// burst 5").
 	Describe func(c C) string
+	// Grows is the t of the RateLimit header field for a grant of c that
+	// left remaining permits, all back after resetAfter, made at now: the
+	// time until the available quota next grows (see leases.Grows); nil
+	// when it is never known.
+	Grows func(c C, remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool)
 }
 
 // Kind is the type of a parameter's value.
@@ -117,6 +123,9 @@ type Descriptor interface {
 	Describe() string
 	// Values are the configuration's parameters, in the Algorithm's order.
 	Values() []Value
+	// Grows is the Algorithm's Grows for the configuration, nil when it
+	// has none: what a backend gives its grants' Info.
+	Grows() leases.Grows
 }
 
 // entry is a registered Algorithm, whatever its types.
@@ -126,6 +135,7 @@ type entry interface {
 	build(values map[string]any) ratelimit.Config
 	window(cfg ratelimit.Config) time.Duration
 	unit() string
+	grows(cfg ratelimit.Config) leases.Grows
 }
 
 // The registry is written by Register, from init functions, which run one
@@ -203,6 +213,24 @@ func lookup(cfg ratelimit.Config) (entry, ratelimit.Config) {
 	return byType[reflect.TypeOf(cfg)], cfg
 }
 
+// GrowsAfter is Of(cfg).Grows() at a grant's figures, without the
+// descriptor (see Window); ok is false for a cfg of no algorithm.
+func GrowsAfter(cfg ratelimit.Config, remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool) {
+	if e, cfg := lookup(cfg); e != nil {
+		if g := e.grows(cfg); g != nil {
+			return g(remaining, resetAfter, now)
+		}
+	}
+	return 0, false
+}
+
+// UntilNext is how long from now until the next multiple of p since the
+// Unix epoch (p when now is one): the end of an epoch-aligned window.
+func UntilNext(now time.Time, p time.Duration) time.Duration {
+	n := now.UnixNano()
+	return time.Duration(check.FloorStart(n, int64(p)) + int64(p) - n)
+}
+
 // Fields lists the parameters of the algorithm called name; ok is false for
 // an unknown name.
 func Fields(name string) (fields []Field, ok bool) {
@@ -252,6 +280,16 @@ func (a *Algorithm[C, S]) window(cfg ratelimit.Config) time.Duration {
 
 func (a *Algorithm[C, S]) unit() string { return a.Unit }
 
+func (a *Algorithm[C, S]) grows(cfg ratelimit.Config) leases.Grows {
+	if a.Grows == nil {
+		return nil
+	}
+	c := cfg.(C)
+	return func(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool) {
+		return a.Grows(c, remaining, resetAfter, now)
+	}
+}
+
 func (a *Algorithm[C, S]) fields() []Field {
 	fs := make([]Field, len(a.Params))
 	for i, p := range a.Params {
@@ -284,6 +322,8 @@ func (b bound[C, S]) Window() time.Duration { return b.a.window(b.c) }
 
 func (b bound[C, S]) Describe() string { return b.a.Describe(b.c) }
 
+func (b bound[C, S]) Grows() leases.Grows { return b.a.grows(b.c) }
+
 func (b bound[C, S]) Values() []Value {
 	vs := make([]Value, len(b.a.Params))
 	for i, p := range b.a.Params {
@@ -298,12 +338,13 @@ func (b bound[C, S]) Redis(o RedisOptions) (Redis, error) { return b.a.Redis(b.c
 // Reconfigure must.
 func (b bound[C, S]) Memory(clock ratelimit.Clock) (engine.Builder, error) {
 	a := b.a
-	return engine.Make(b.c, func(cfg ratelimit.Config) (engine.Model[S], error) {
+	return engine.Make(b.c, func(cfg ratelimit.Config) (engine.Model[S], leases.Grows, error) {
 		c, ok := cfg.(C)
 		if !ok {
-			return nil, fmt.Errorf("%w: memory: Reconfigure with a %T, of another algorithm", ratelimit.ErrInvalidConfig, cfg)
+			return nil, nil, fmt.Errorf("%w: memory: Reconfigure with a %T, of another algorithm", ratelimit.ErrInvalidConfig, cfg)
 		}
-		return a.Model(c)
+		m, err := a.Model(c)
+		return m, a.grows(c), err
 	}, clock)
 }
 

@@ -125,7 +125,7 @@ func checkCaps(c Caps) error {
 // from a configuration of the algorithm, on clock (nil: the monotonic
 // clock). newModel validates its configuration and refuses one of another
 // algorithm; Reconfigure calls it too.
-func Make[S any](cfg ratelimit.Config, newModel func(ratelimit.Config) (Model[S], error), clock ratelimit.Clock) (Builder, error) {
+func Make[S any](cfg ratelimit.Config, newModel NewModel[S], clock ratelimit.Clock) (Builder, error) {
 	c, err := makeConf(cfg, newModel)
 	if err != nil {
 		return nil, err
@@ -137,6 +137,11 @@ func Make[S any](cfg ratelimit.Config, newModel func(ratelimit.Config) (Model[S]
 	return p, nil
 }
 
+// NewModel makes the model of a configuration of its algorithm, and the
+// Grows of its grants (nil: unknown); it validates the configuration and
+// refuses one of another algorithm.
+type NewModel[S any] func(ratelimit.Config) (Model[S], leases.Grows, error)
+
 // conf is one configuration of an algorithm: its model and settings,
 // shared by the limiters of one Builder. It does not change once made:
 // Reconfigure replaces it by another, in cur.
@@ -145,7 +150,7 @@ type conf[S any] struct {
 	clock    ratelimit.Clock          // nil: the monotonic clock
 	cfg      ratelimit.Config         // what it was made from (a value, not a pointer)
 	model    Model[S]
-	newModel func(ratelimit.Config) (Model[S], error)
+	newModel NewModel[S]
 	caps     Caps
 	timeless bool // the model's decisions do not read the time
 	capacity int64
@@ -154,12 +159,12 @@ type conf[S any] struct {
 }
 
 // makeConf makes the conf of cfg's model.
-func makeConf[S any](cfg ratelimit.Config, newModel func(ratelimit.Config) (Model[S], error)) (*conf[S], error) {
+func makeConf[S any](cfg ratelimit.Config, newModel NewModel[S]) (*conf[S], error) {
 	if err := check.Config("memory", cfg); err != nil {
 		return nil, err
 	}
 	cfg = check.Value(cfg)
-	m, err := newModel(cfg)
+	m, grows, err := newModel(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +172,10 @@ func makeConf[S any](cfg ratelimit.Config, newModel func(ratelimit.Config) (Mode
 	if err := checkCaps(caps); err != nil {
 		return nil, err
 	}
-	return &conf[S]{model: m, newModel: newModel, caps: caps, timeless: caps&Timeless != 0, cfg: cfg,
-		capacity: cfg.Capacity(), queue: cfg.QueueOptions(), infos: leases.MakeInfos(cfg.Capacity())}, nil
+	c := &conf[S]{model: m, newModel: newModel, caps: caps, timeless: caps&Timeless != 0, cfg: cfg,
+		capacity: cfg.Capacity(), queue: cfg.QueueOptions(), infos: leases.MakeInfos(cfg.Capacity())}
+	c.infos.SetGrows(grows)
+	return c, nil
 }
 
 // has reports whether the model has all of caps.

@@ -34,6 +34,41 @@ type Info struct {
 	limit  int64
 	reason uint8
 	rel    Releaser
+	grows  Grows // a grant's GrowsAfter; nil: unknown
+}
+
+// Grows is the time until the available quota of a grant that left
+// remaining permits, all of them back after resetAfter, next grows, for a
+// grant made at now (its limiter's clock): the t of the RateLimit header
+// field. ok is false when it is not known. A backend gives its grants one
+// from its algorithm (internal/algo), for the configuration in force, so
+// that a reconfiguration is followed.
+type Grows func(remaining int64, resetAfter time.Duration, now time.Time) (d time.Duration, ok bool)
+
+// WithGrows is i whose grants' GrowsAfter g says.
+func WithGrows(i Info, g Grows) Info {
+	i.grows = g
+	return i
+}
+
+// SetGrows makes g say the GrowsAfter of the grants of is.
+func (is *Infos) SetGrows(g Grows) { is[0].grows = g }
+
+// GrowsAfter is a grant's Grows, at now; ok is false for a refusal, the
+// zero Lease, and a grant whose limiter does not know it.
+func (l Lease) GrowsAfter(now time.Time) (time.Duration, bool) {
+	if !l.Acquired() || l.info.grows == nil {
+		return 0, false
+	}
+	return l.info.grows(l.remaining, l.resetAfter, now)
+}
+
+// Grows is the Grows of a grant's Info (nil for other leases).
+func (l Lease) Grows() Grows {
+	if !l.Acquired() {
+		return nil
+	}
+	return l.info.grows
 }
 
 // GrantInfo returns the Info of the grants of a limiter of capacity limit
