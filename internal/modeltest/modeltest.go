@@ -8,7 +8,7 @@
 // tests.
 //
 // It imports no algorithm package: each test builds its Sim from its own
-// Model's methods.
+// model's methods.
 package modeltest
 
 import (
@@ -36,7 +36,7 @@ func New[C, M any](t testing.TB, newModel func(C) (M, error), c C) *M {
 	t.Helper()
 	m, err := newModel(c)
 	if err != nil {
-		t.Fatalf("NewModel(%+v): %v", c, err)
+		t.Fatalf("newModel(%+v): %v", c, err)
 	}
 	return &m
 }
