@@ -37,7 +37,8 @@ func (r Reason) String() string {
 }
 
 // Decision is one answer of an algorithm's reference model (its Step),
-// and the figures of the Lease a backend makes of it. Durations are relative to the instant of the decision.
+// and the figures of the Lease a backend makes of it. Durations are
+// relative to the instant of the decision.
 //
 // It is kept to four word-sized fields, so that Go passes it in registers;
 // the limiter's capacity, which a lease also carries, is the backend's.
