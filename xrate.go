@@ -105,9 +105,21 @@ func (x *xrate) lease(d Decision, r Reason) Lease {
 	if is == nil || is[0].Limit() != limit {
 		is = new(leases.Infos)
 		*is = leases.MakeInfos(limit)
+		is.SetGrows(x.growsAfter)
 		x.infos.Store(is)
 	}
 	return Lease(is.Make(d.Granted, uint8(r), d.Remaining, d.RetryAfter, d.ResetAfter, 0))
+}
+
+// growsAfter is a grant's time until the bucket's next whole token, at
+// the limit in force: a token bucket's (see tokenbucket); unknown for
+// rate.Inf or a limit of 0.
+func (x *xrate) growsAfter(_ int64, resetAfter time.Duration, _ time.Time) (time.Duration, bool) {
+	r := x.l.Limit()
+	if r == rate.Inf || r <= 0 {
+		return 0, false
+	}
+	return leases.NextToken(resetAfter, float64(time.Second)/float64(r)), true
 }
 
 // unlimited is the grant of a rate.Inf limit, which takes nothing: no

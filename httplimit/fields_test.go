@@ -18,6 +18,7 @@ import (
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
+	"golang.org/x/time/rate"
 )
 
 // TestEffectiveWindow: t is the time until the available quota next
@@ -320,5 +321,16 @@ func TestEffectiveWindowOfAChain(t *testing.T) {
 	// The bucket is the tightest (2 then 1 left of 3): its next token, 2s.
 	if want := []string{`"p";r=2;t=2`, `"p";r=1;t=2`}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("chain: %v, want %v", got, want)
+	}
+}
+
+// FromRate's grants say their next token too.
+func TestEffectiveWindowOfFromRate(t *testing.T) {
+	h := middleware(t, httplimit.Global(ratelimit.FromRate(rate.NewLimiter(0.25, 3))), httplimit.Options{Policy: "p"}, ok)
+	// A full bucket of 3 at 1 token every 4s: the first grant leaves 2,
+	// and a token comes back within 4s.
+	got := serve(h, "192.0.2.1:1", nil).Header().Get("RateLimit")
+	if got != `"p";r=2;t=4` {
+		t.Errorf("FromRate: %s, want t=4", got)
 	}
 }

@@ -57,6 +57,7 @@ import (
 	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/internal/engine"
+	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // Config configures a token bucket. Set either Rate (continuous refill) or
@@ -475,14 +476,7 @@ func init() {
 			if c.Rate == rate.Inf || c.Rate <= 0 {
 				return 0, false
 			}
-			perToken := float64(time.Second) / float64(c.Rate)
-			ns := perToken
-			if reset > 0 {
-				if r := math.Mod(float64(reset), perToken); r > 0 {
-					ns = r
-				}
-			}
-			return time.Duration(math.Ceil(ns)), true
+			return leases.NextToken(reset, float64(time.Second)/float64(c.Rate)), true
 		},
 	})
 }

@@ -45,6 +45,21 @@ type Info struct {
 // that a reconfiguration is followed.
 type Grows func(remaining int64, resetAfter time.Duration, now time.Time) (d time.Duration, ok bool)
 
+// NextToken is the time until a bucket that refills a token every
+// perToken nanoseconds, all full after resetAfter, next gains a whole
+// token: resetAfter modulo perToken (perToken for a full bucket), rounded
+// up to the nanosecond. What tokenbucket and ratelimit.FromRate tell as a
+// grant's GrowsAfter.
+func NextToken(resetAfter time.Duration, perToken float64) time.Duration {
+	ns := perToken
+	if resetAfter > 0 {
+		if r := math.Mod(float64(resetAfter), perToken); r > 0 {
+			ns = r
+		}
+	}
+	return time.Duration(math.Ceil(ns))
+}
+
 // WithGrows is i whose grants' GrowsAfter g says.
 func WithGrows(i Info, g Grows) Info {
 	i.grows = g
