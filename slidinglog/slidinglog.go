@@ -23,6 +23,13 @@
 package slidinglog
 
 import (
+	// For the memory engine compiled here: see internal/algo's doc.
+	_ "sync"
+
+	_ "github.com/limitkit/ratelimit/internal/backend"
+	_ "github.com/limitkit/ratelimit/internal/base"
+	_ "github.com/limitkit/ratelimit/internal/leases"
+
 	"fmt"
 	"math"
 	"time"

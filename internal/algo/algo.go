@@ -5,6 +5,16 @@
 // Of(cfg) for a configuration's Descriptor instead of switching on the
 // configs' types, so adding an algorithm is its package, its Lua file and
 // its one call of Register.
+//
+// Register instantiates the memory engine (internal/engine) for the
+// algorithm's state, so the engine's methods are compiled in the algorithm
+// package, and the compiler inlines there only the functions of the
+// packages that package imports. So each algorithm package imports sync,
+// internal/backend, internal/base and internal/leases, unused but for
+// that: sync.Mutex's, the checks' and the leases' fast paths then inline
+// in its decisions
+// (BenchmarkAcquire in memory, five alternated rounds: concurrency 37 ns
+// with the imports against 43 ns without, the windows 2 to 4 ns less).
 package algo
 
 import (

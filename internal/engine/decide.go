@@ -30,7 +30,7 @@ func (l *limiter[S]) Acquire(ctx context.Context, permits int) (ratelimit.Lease,
 			return ratelimit.Lease{}, err
 		}
 	}
-	if err := checkContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	var now int64

@@ -178,18 +178,6 @@ func makeConf[S any](cfg ratelimit.Config, newModel NewModel[S]) (*conf[S], erro
 	return c, nil
 }
 
-// checkContext is base.CheckContext, written here for the decisions' hot
-// path: the engine's generic methods are compiled in the algorithm
-// packages that instantiate them, which see engine's inlinable bodies but
-// not internal/base's, so base.CheckContext was a call there
-// (BenchmarkAcquire/concurrency in memory: see the commit that added it).
-func checkContext(ctx context.Context) error {
-	if ctx == nil {
-		return ratelimit.ErrNilContext
-	}
-	return ctx.Err()
-}
-
 // has reports whether the model has all of caps.
 func (c *conf[S]) has(caps Caps) bool { return c.caps&caps == caps }
 

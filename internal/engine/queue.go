@@ -27,7 +27,7 @@ func (l *limiter[S]) WaitObserved(ctx context.Context, permits int, o ratelimit.
 			return ratelimit.Lease{}, err
 		}
 	}
-	if err := checkContext(ctx); err != nil {
+	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	var now int64 // read before the lock, as in Acquire
