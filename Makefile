@@ -2,21 +2,24 @@
 # the algorithm comparison.
 GO ?= go
 
-.PHONY: test test-redis test-others test-bench test-grpc test-otel test-server serve bench gobench lint cover
+.PHONY: test vet test-redis test-others test-bench test-grpc test-otel test-server serve bench gobench lint cover
 
-# The suites run side by side, each printing a line per package as the
-# package finishes: the redis package (the longest, waiting on servers more
-# than on the processors), the library's other packages, and the bench
-# module, then the grpclimit, otel and server (cmd/limitkit) modules. make -k lets every suite
-# finish and fails if any failed.
+# The suites run side by side, three at a time, each printing a line per
+# package as the package finishes: the redis package first (the longest,
+# waiting on servers more than on the processors), the checks (vet of every
+# module, gofmt) beside it, then the library's other packages, the bench
+# module, and the grpclimit, otel and server (cmd/limitkit) modules. make -k
+# lets every suite finish and fails if any failed.
 test:
+	@$(MAKE) --no-print-directory -k -j3 test-redis vet test-others test-bench test-grpc test-otel test-server
+
+vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd grpclimit && $(GO) vet ./...
 	cd otel && $(GO) vet ./...
 	cd cmd/limitkit && $(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	@$(MAKE) --no-print-directory -k -j3 test-redis test-others test-bench test-grpc test-otel test-server
 
 test-redis:
 	$(GO) test -race -count=1 ./redis/
