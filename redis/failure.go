@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"time"
 
@@ -20,6 +19,20 @@ const (
 	FailOpen                        // grant the request, with no limit applied: the lease's Limit and Remaining are -1
 	FailClosed                      // refuse it, with ReasonUnavailable
 )
+
+// String is the policy's name as in Go: "FailError", "FailOpen",
+// "FailClosed"; another value is "FailurePolicy(n)".
+func (p FailurePolicy) String() string {
+	switch p {
+	case FailError:
+		return "FailError"
+	case FailOpen:
+		return "FailOpen"
+	case FailClosed:
+		return "FailClosed"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", uint8(p))
+}
 
 // failedOpen is the Infos of FailOpen's answers: grants made with no limit
 // applied, whose figures (-1) say so, so that a client told of them (the

@@ -27,7 +27,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"math/rand"
 	"reflect"

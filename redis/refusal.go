@@ -1,7 +1,6 @@
 package redis
 
 import (
-	_ "embed"
 	"time"
 
 	"github.com/limitkit/ratelimit"
