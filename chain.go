@@ -169,7 +169,7 @@ func (c *ChainLimiter) acquire(ctx context.Context, permits int) (Lease, Limiter
 	g.info = leases.GrantInfo(best.Limit(), g)
 	if leases.Lease(best).Grows() != nil {
 		g.best = best // its t is the chain's: the tightest member's
-		g.info = leases.WithGrows(g.info, g.growsAfter)
+		g.info = leases.WithGrows(g.info, g)
 	}
 	return Lease(g.info.Grant(d.Remaining, d.ResetAfter, 0)), nil, nil
 }
@@ -280,8 +280,9 @@ type chainGrant struct {
 	refunded atomic.Bool
 }
 
-// growsAfter is the t of the chain's grant: its tightest member's.
-func (g *chainGrant) growsAfter(_ int64, _ time.Duration, now time.Time) (time.Duration, bool) {
+// GrowsAfter is the t of the chain's grant: its tightest member's
+// (leases.Grows).
+func (g *chainGrant) GrowsAfter(_ int64, _ time.Duration, now time.Time) (time.Duration, bool) {
 	return leases.Lease(g.best).GrowsAfter(now)
 }
 

@@ -105,7 +105,7 @@ func (x *xrate) lease(d Decision, r Reason) Lease {
 	if is == nil || is[0].Limit() != limit {
 		is = new(leases.Infos)
 		*is = leases.MakeInfos(limit)
-		is.SetGrows(x.growsAfter)
+		is.SetGrows(leases.GrowsFunc(x.growsAfter))
 		x.infos.Store(is)
 	}
 	return Lease(is.Make(d.Granted, uint8(r), d.Remaining, d.RetryAfter, d.ResetAfter, 0))

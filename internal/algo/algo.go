@@ -228,7 +228,7 @@ func lookup(cfg ratelimit.Config) (entry, ratelimit.Config) {
 func GrowsAfter(cfg ratelimit.Config, remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool) {
 	if e, cfg := lookup(cfg); e != nil {
 		if g := e.grows(cfg); g != nil {
-			return g(remaining, resetAfter, now)
+			return g.GrowsAfter(remaining, resetAfter, now)
 		}
 	}
 	return 0, false
@@ -295,9 +295,9 @@ func (a *Algorithm[C, S]) grows(cfg ratelimit.Config) leases.Grows {
 		return nil
 	}
 	c := cfg.(C)
-	return func(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool) {
+	return leases.GrowsFunc(func(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool) {
 		return a.Grows(c, remaining, resetAfter, now)
-	}
+	})
 }
 
 func (a *Algorithm[C, S]) fields() []Field {

@@ -42,8 +42,20 @@ type Info struct {
 // grant made at now (its limiter's clock): the t of the RateLimit header
 // field. ok is false when it is not known. A backend gives its grants one
 // from its algorithm (internal/algo), for the configuration in force, so
-// that a reconfiguration is followed.
-type Grows func(remaining int64, resetAfter time.Duration, now time.Time) (d time.Duration, ok bool)
+// that a reconfiguration is followed. An interface, so that a wrapper
+// whose grants are records of their own (a Chain's) is one without an
+// allocation more.
+type Grows interface {
+	GrowsAfter(remaining int64, resetAfter time.Duration, now time.Time) (d time.Duration, ok bool)
+}
+
+// GrowsFunc is a function that is a Grows.
+type GrowsFunc func(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool)
+
+// GrowsAfter calls f.
+func (f GrowsFunc) GrowsAfter(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool) {
+	return f(remaining, resetAfter, now)
+}
 
 // NextToken is the time until a bucket that refills a token every
 // perToken nanoseconds, all full after resetAfter, next gains a whole
@@ -75,7 +87,7 @@ func (l Lease) GrowsAfter(now time.Time) (time.Duration, bool) {
 	if !l.Acquired() || l.info.grows == nil {
 		return 0, false
 	}
-	return l.info.grows(l.remaining, l.resetAfter, now)
+	return l.info.grows.GrowsAfter(l.remaining, l.resetAfter, now)
 }
 
 // Grows is the Grows of a grant's Info (nil for other leases).
