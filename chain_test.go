@@ -67,7 +67,7 @@ func TestChainWaitHoldsNothingWhileSleeping(t *testing.T) {
 	if l, _ := win.Acquire(bg, 1); !l.Acquired() {
 		t.Fatal("setup: window not granted")
 	}
-	c := ratelimit.Chain(conc, win).WithClock(clock)
+	c := ratelimit.Chain(conc, win)
 	done := make(chan ratelimit.Lease, 1)
 	go func() {
 		l, err := c.Wait(bg, 1)
@@ -97,7 +97,7 @@ func TestChainWaitDeadlineAndConcurrency(t *testing.T) {
 	win.Acquire(bg, 1)
 	ctx, cancel := context.WithDeadline(bg, clock.Now().Add(time.Millisecond))
 	defer cancel()
-	lease, err := ratelimit.Chain(win).WithClock(clock).Wait(ctx, 1)
+	lease, err := ratelimit.Chain(win).Wait(ctx, 1)
 	if err != nil || lease.Reason() != ratelimit.ReasonDeadline {
 		t.Fatalf("Wait with a 1ms deadline: %v, %v; want a ReasonDeadline refusal", lease, err)
 	}
@@ -140,7 +140,11 @@ func (p *probe) Acquire(ctx context.Context, permits int) (ratelimit.Lease, erro
 	if p.err != nil {
 		return ratelimit.Lease{}, p.err
 	}
-	return ratelimit.NewLease(ratelimit.Decision{Granted: !p.refuse, Remaining: 5, RetryAfter: time.Second}, 10, ratelimit.ReasonLimit, nil), nil
+	o := &ratelimit.Outcome{Limit: 10, Reason: ratelimit.ReasonLimit}
+	if !p.refuse {
+		o.Reason = ratelimit.ReasonNone
+	}
+	return o.Lease(5, time.Second, 0, 0), nil
 }
 
 func (p *probe) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
@@ -193,9 +197,9 @@ func TestChainRefusalSpendsNothing(t *testing.T) {
 		t.Fatalf("held has %d available, want 4 (one held by the grant, the refused attempts' released)", got)
 	}
 	// Wait refused for a deadline it cannot meet gives back too.
-	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	ctx, cancel := context.WithDeadline(bg, clock.Now().Add(time.Minute))
 	defer cancel()
-	if l, err := c.WithClock(ratelimittest.NewClockAt(time.Now())).Wait(ctx, 1); err != nil || l.Reason() != ratelimit.ReasonDeadline {
+	if l, err := c.Wait(ctx, 1); err != nil || l.Reason() != ratelimit.ReasonDeadline {
 		t.Fatalf("Wait: %v, %v; want refused (ReasonDeadline)", l, err)
 	}
 	if got := org.Stats().Available; got != 9 {
@@ -209,7 +213,7 @@ func TestChainExceedsLaterCapacityTakesNothing(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	org := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
 	user := newMem(t, fixedwindow.Config{Limit: 2, Window: time.Hour}, clock)
-	c := ratelimit.Chain(org, user).WithClock(clock)
+	c := ratelimit.Chain(org, user)
 	if _, err := c.Acquire(bg, 5); !errors.Is(err, ratelimit.ErrExceedsLimit) {
 		t.Fatalf("Acquire(5): %v, want ErrExceedsLimit from user", err)
 	}
@@ -222,7 +226,7 @@ func TestChainExceedsLaterCapacityTakesNothing(t *testing.T) {
 	// A member that cannot tell its capacity (not a PermitChecker) is
 	// asked once org has granted: org's grant is given back, and counted
 	// out.
-	c = ratelimit.Chain(org, plain{user}).WithClock(clock)
+	c = ratelimit.Chain(org, plain{user})
 	if _, err := c.Acquire(bg, 5); !errors.Is(err, ratelimit.ErrExceedsLimit) {
 		t.Fatalf("Acquire(5) with user hidden: %v, want ErrExceedsLimit from user", err)
 	}
@@ -241,7 +245,7 @@ func TestChainWaitCountsOneGrant(t *testing.T) {
 	if l, _ := f2.Acquire(bg, 1); !l.Acquired() {
 		t.Fatal("setup: f2 not granted")
 	}
-	c := ratelimit.Chain(f1, f2).WithClock(clock)
+	c := ratelimit.Chain(f1, f2)
 	done := make(chan error, 1)
 	go func() {
 		l, err := c.Wait(bg, 1)
@@ -299,7 +303,9 @@ func TestChainNests(t *testing.T) {
 		t.Fatalf("org %+v, team %+v; want 9 each (only the grant spent)", org.Stats(), team.Stats())
 	}
 
-	r, ok := any(inner).(ratelimit.Refunder)
+	r, ok := any(inner).(interface {
+		Refund(context.Context, ratelimit.Lease, int) error
+	})
 	if !ok {
 		t.Fatal("a chain is not a Refunder")
 	}
@@ -402,16 +408,16 @@ func TestChainInvalidCalls(t *testing.T) {
 	checkBadContexts(t, c)
 	for _, call := range []struct {
 		name string
-		f    func(c *ratelimit.ChainLimiter) func(context.Context, int) (ratelimit.Lease, error)
+		f    func(c ratelimit.Limiter) func(context.Context, int) (ratelimit.Lease, error)
 	}{
-		{"Acquire", func(c *ratelimit.ChainLimiter) func(context.Context, int) (ratelimit.Lease, error) { return c.Acquire }},
-		{"Wait", func(c *ratelimit.ChainLimiter) func(context.Context, int) (ratelimit.Lease, error) { return c.Wait }},
+		{"Acquire", func(c ratelimit.Limiter) func(context.Context, int) (ratelimit.Lease, error) { return c.Acquire }},
+		{"Wait", func(c ratelimit.Limiter) func(context.Context, int) (ratelimit.Lease, error) { return c.Wait }},
 	} {
 		if _, err := call.f(c)(bg, -1); !errors.Is(err, ratelimit.ErrInvalidPermits) {
 			t.Errorf("%s(-1): %v, want ErrInvalidPermits", call.name, err)
 		}
-		for _, bad := range []*ratelimit.ChainLimiter{ratelimit.Chain(), ratelimit.Chain(p, nil)} {
-			if _, err := call.f(bad.WithClock(nil))(bg, 1); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		for _, bad := range []ratelimit.Limiter{ratelimit.Chain(), ratelimit.Chain(p, nil)} {
+			if _, err := call.f(bad)(bg, 1); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 				t.Errorf("%s on an empty chain or one with a nil member: %v, want ErrInvalidConfig", call.name, err)
 			}
 		}
@@ -432,7 +438,7 @@ func TestChainWaitStatus(t *testing.T) {
 	win.Acquire(bg, 2)
 	done := make(chan ratelimit.Lease, 1)
 	go func() {
-		l, err := ratelimit.Chain(win, conc).WithClock(clock).Wait(bg, 0)
+		l, err := ratelimit.Chain(win, conc).Wait(bg, 0)
 		if err != nil {
 			t.Error(err)
 		}
@@ -481,23 +487,23 @@ func TestChainIdleFor(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	chain := ratelimit.Chain(a, b)
-	if d, ok := chain.IdleFor(); !ok || d != time.Second {
+	if d, ok := idleFor(chain); !ok || d != time.Second {
 		t.Fatalf("fresh members idle for 61s and 1s: IdleFor = %v, %v; want 1s, true", d, ok)
 	}
 	if lease, err := chain.Acquire(context.Background(), 1); err != nil || !lease.Acquired() {
 		t.Fatal(lease, err)
 	}
-	if _, ok := chain.IdleFor(); ok {
+	if _, ok := idleFor(chain); ok {
 		t.Fatal("idle with a permit counted in both windows")
 	}
 	clock.Advance(2 * time.Second)
-	if _, ok := chain.IdleFor(); !ok {
+	if _, ok := idleFor(chain); !ok {
 		t.Fatal("not idle once both windows are over")
 	}
-	if _, ok := ratelimit.Chain(a, struct{ ratelimit.Limiter }{b}).IdleFor(); ok {
+	if _, ok := idleFor(ratelimit.Chain(a, struct{ ratelimit.Limiter }{b})); ok {
 		t.Fatal("idle with a member that cannot report idleness")
 	}
-	if _, ok := ratelimit.Chain().IdleFor(); ok {
+	if _, ok := idleFor(ratelimit.Chain()); ok {
 		t.Fatal("an empty (invalid) chain reports idle")
 	}
 }
@@ -511,4 +517,9 @@ func waitTimers(t testing.TB, clock *ratelimittest.Clock, n int) {
 	if err := clock.WaitForTimers(ctx, n); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// idleFor is l's IdleFor, which every chain has.
+func idleFor(l ratelimit.Limiter) (time.Duration, bool) {
+	return l.(interface{ IdleFor() (time.Duration, bool) }).IdleFor()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/tokenbucket"
+	"github.com/limitkit/ratelimit/waittrace"
 )
 
 // TestContract runs the kit's contract checks, the ones any limiter must
@@ -48,8 +49,8 @@ func TestContract(t *testing.T) {
 }
 
 // A Chain waits in a member's queue as the member does: when the member
-// refuses at once (its queue is full), the chain's observer is told
-// nothing; when the member queues the call, the observer is told once.
+// refuses at once (its queue is full), the hooks on the chain's ctx are
+// told nothing; when the member queues the call, they are told once.
 func TestChainObservedInMemberQueue(t *testing.T) {
 	ctx := context.Background()
 	m, err := memory.New(concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}})
@@ -64,12 +65,12 @@ func TestChainObservedInMemberQueue(t *testing.T) {
 	}
 	var first ratelimittest.QueueLog
 	waiter := make(chan ratelimit.Lease, 1)
-	go func() { lease, _ := c.WaitObserved(ctx, 1, &first); waiter <- lease }()
+	go func() { lease, _ := c.Wait(waittrace.WithHooks(ctx, first.Hooks()), 1); waiter <- lease }()
 	for m.Stats().Queued == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	var second ratelimittest.QueueLog
-	if lease, err := c.WaitObserved(ctx, 1, &second); err != nil || lease.Reason() != ratelimit.ReasonQueueFull {
+	if lease, err := c.Wait(waittrace.WithHooks(ctx, second.Hooks()), 1); err != nil || lease.Reason() != ratelimit.ReasonQueueFull {
 		t.Fatalf("with the member's queue full: %v, %v; want a refusal (queue full)", lease, err)
 	}
 	if q, d := second.Told(); len(q)+len(d) != 0 {
@@ -81,7 +82,7 @@ func TestChainObservedInMemberQueue(t *testing.T) {
 	} else {
 		lease.Release()
 	}
-	if q, d := first.Told(); len(q) != 1 || len(d) != 1 || !d[0].Lease.Acquired() {
+	if q, d := first.Told(); len(q) != 1 || len(d) != 1 || !d[0].Granted {
 		t.Errorf("queued in the member, told Queued %d times, Dequeued %v; want once each, a grant", len(q), d)
 	}
 }

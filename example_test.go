@@ -82,21 +82,22 @@ func (q *quota) Acquire(ctx context.Context, permits int) (ratelimit.Lease, erro
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	d := ratelimit.Decision{RetryAfter: -1} // unknown: a quota does not come back
 	if p := int64(permits); q.left >= max(p, 1) {
-		d.Granted = true
 		q.left -= p
+		granted := ratelimit.Outcome{Limit: q.limit}
+		return granted.Lease(q.left, 0, 0, 0), nil
 	}
-	d.Remaining = q.left
-	return ratelimit.NewLease(d, q.limit, ratelimit.ReasonLimit, nil), nil
+	// RetryAfter unknown (negative): a quota does not come back.
+	refused := ratelimit.Outcome{Limit: q.limit, Reason: ratelimit.ReasonLimit}
+	return refused.Lease(q.left, -1, 0, 0), nil
 }
 
 func (q *quota) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	return q.Acquire(ctx, permits)
 }
 
-// A limiter of one's own makes its leases with NewLease.
-func ExampleNewLease() {
+// A limiter of one's own makes its leases with an Outcome.
+func ExampleOutcome() {
 	var limiter ratelimit.Limiter = &quota{limit: 2, left: 2}
 	for i := 0; i < 3; i++ {
 		lease, _ := limiter.Acquire(context.Background(), 1)

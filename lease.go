@@ -2,10 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
-	"sync"
 	"time"
-
-	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // Reason says why a lease was refused.
@@ -26,33 +23,11 @@ const (
 
 var reasonNames = [...]string{"none", "limit reached", "queue full", "evicted", "deadline unreachable", "closed", "backend unavailable", "no partition available"}
 
-// Every reason has a name, and the leases of the backends one Info each.
-var _ [len(reasonNames)]struct{} = [leases.Reasons]struct{}{}
-
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
 		return reasonNames[r]
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
-}
-
-// Decision is one answer of an algorithm's reference model (its Step),
-// and the figures of the Lease a backend makes of it. Durations are
-// relative to the instant of the decision.
-//
-// It is kept to four word-sized fields, so that Go passes it in registers;
-// the limiter's capacity, which a lease also carries, is the backend's.
-type Decision struct {
-	Remaining int64 // permits still available after this decision
-	// RetryAfter, for a refusal, is the shortest wait after which the same
-	// request would be granted if nothing else happened; negative when
-	// unknown (a concurrency limit, whose permits come back on Release).
-	// The lease reports a negative RetryAfter as unknown (ok == false).
-	RetryAfter time.Duration
-	// ResetAfter is how long until all permits are available again if
-	// nothing else happens.
-	ResetAfter time.Duration
-	Granted    bool
 }
 
 // Lease is the answer to a request for permits: granted (Acquired) or
@@ -61,66 +36,130 @@ type Decision struct {
 // one Release. The zero Lease, returned with every error, is no decision:
 // not acquired, ReasonNone, all figures zero.
 //
-// A limiter written outside this module makes its leases with NewLease.
-type Lease leases.Lease
+// A limiter makes its leases with an Outcome.
+//
+// A lease is four words, and what the leases of one outcome share sits
+// behind one pointer: a fifth word (a grant's token apart from a refusal's
+// RetryAfter) makes a lease several times slower to return from a call,
+// since Go returns up to four words in registers (BenchmarkLeaseWords).
+type Lease struct {
+	remaining  int64
+	x          int64 // a grant's token; a refusal's RetryAfter, negative when unknown
+	resetAfter time.Duration
+	o          *Outcome
+}
 
-// NewLease returns the lease of decision d by a limiter of capacity limit,
-// for a limiter of one's own (see ratelimittest.TestLimiter). A refusal
-// carries reason (ReasonLimit when reason is ReasonNone), and d.RetryAfter
-// as its RetryAfter, unknown when negative. A grant that holds permits until
-// released passes release: the lease's first Release, of the lease or any
-// copy, calls it, and later ones do nothing; release is nil otherwise, and
-// ignored for refusals. Each call allocates; the module's own limiters
-// make their leases without.
-func NewLease(d Decision, limit int64, reason Reason, release func()) Lease {
-	var rel leases.Releaser
-	if release != nil && d.Granted {
-		rel = &once{f: release}
+// Outcome is what the leases of one outcome of a limiter share: its
+// capacity, grant or refusal (and why), what a grant's Release does and
+// what its GrowsAfter says. A limiter makes one Outcome per outcome, once
+// (or one per held resource, embedded in a record of its own), and each
+// decision's lease with Lease, which allocates nothing. An Outcome must not
+// change once it has made a lease.
+type Outcome struct {
+	// Limit is the capacity its leases report (Lease.Limit): -1 for a
+	// limiter without a limit.
+	Limit int64
+	// Reason is ReasonNone for grants, else the reason of the refusals.
+	Reason Reason
+	// Releaser, when not nil, is what a grant's Release calls, with the
+	// lease's token: for grants that hold permits until released. Every
+	// copy of a lease calls it, so it must act only on a token's first call.
+	Releaser interface{ Release(token uint64) }
+	// Grows, when not nil, says a grant's GrowsAfter, at the grant's
+	// Remaining and ResetAfter.
+	Grows interface {
+		GrowsAfter(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool)
 	}
-	return Lease(leases.New(d.Granted, uint8(reason), limit, d.Remaining, d.RetryAfter, d.ResetAfter, rel, 0))
 }
 
-// once is the Releaser of NewLease: it calls f the first time.
-type once struct {
-	o sync.Once
-	f func()
+// Lease makes a lease of o with its figures: for a grant, token is what
+// its Releaser is passed (and what Token returns); for a refusal,
+// retryAfter is its RetryAfter, unknown when negative. A Reason beyond the
+// declared ones is reported as ReasonLimit.
+func (o *Outcome) Lease(remaining int64, retryAfter, resetAfter time.Duration, token uint64) Lease {
+	if o.Reason == ReasonNone {
+		return Lease{remaining: remaining, x: int64(token), resetAfter: resetAfter, o: o}
+	}
+	return Lease{remaining: remaining, x: int64(retryAfter), resetAfter: resetAfter, o: o}
 }
 
-func (o *once) Release(uint64) { o.o.Do(o.f) }
+// Token returns the token of l when l is a grant made by o: the limiter
+// that made a grant so recognises it (to refund it, say); ok is false for
+// any other lease.
+func (o *Outcome) Token(l Lease) (token uint64, ok bool) {
+	if l.o != o || o.Reason != ReasonNone {
+		return 0, false
+	}
+	return uint64(l.x), true
+}
+
+// Outcome is the Outcome l was made by; nil for the zero Lease.
+func (l Lease) Outcome() *Outcome { return l.o }
 
 // Acquired reports whether the permits were granted.
-func (l Lease) Acquired() bool { return l.lease().Acquired() }
+func (l Lease) Acquired() bool { return l.o != nil && l.o.Reason == ReasonNone }
 
 // Reason says why the lease was refused; ReasonNone when it was granted, or
 // for the zero Lease.
-func (l Lease) Reason() Reason { return Reason(l.lease().Reason()) }
+func (l Lease) Reason() Reason {
+	if l.o == nil {
+		return ReasonNone
+	}
+	if l.o.Reason >= Reason(len(reasonNames)) {
+		return ReasonLimit
+	}
+	return l.o.Reason
+}
 
 // RetryAfter is, for a refused lease, how long until the same request could
 // be granted (weighted by the permits asked and, for a queue refusal, by the
 // permits queued ahead). ok is false for granted leases, the zero Lease,
 // and when the wait cannot be known (a concurrency limit in memory, whose
 // permits come back when their holders release them).
-func (l Lease) RetryAfter() (d time.Duration, ok bool) { return l.lease().RetryAfter() }
+func (l Lease) RetryAfter() (d time.Duration, ok bool) {
+	if l.o == nil || l.o.Reason == ReasonNone || l.x < 0 {
+		return 0, false
+	}
+	return time.Duration(l.x), true
+}
 
 // Remaining is the number of permits still available after this decision;
 // -1 when there is no limit (see Limit).
-func (l Lease) Remaining() int64 { return l.lease().Remaining() }
+func (l Lease) Remaining() int64 { return l.remaining }
 
 // Limit is the limiter's capacity: the most permits available at once. It
 // is -1 for a limiter without a limit (partitioned.NoLimit, FromRate of a
 // rate.Inf limiter), and 0 for the zero Lease.
-func (l Lease) Limit() int64 { return l.lease().Limit() }
+func (l Lease) Limit() int64 {
+	if l.o == nil {
+		return 0
+	}
+	return l.o.Limit
+}
 
 // ResetAfter is how long until all Limit permits are available again if
 // nothing else happens.
-func (l Lease) ResetAfter() time.Duration { return l.lease().ResetAfter() }
+func (l Lease) ResetAfter() time.Duration { return l.resetAfter }
+
+// GrowsAfter is, for a grant made at now (on its limiter's clock), the
+// time until the permits available next grow: the t of the RateLimit HTTP
+// header field (each algorithm's package says what it is). ok is false for
+// a refusal, the zero Lease, and a grant whose limiter does not know it.
+func (l Lease) GrowsAfter(now time.Time) (d time.Duration, ok bool) {
+	if !l.Acquired() || l.o.Grows == nil {
+		return 0, false
+	}
+	return l.o.Grows.GrowsAfter(l.remaining, l.resetAfter, now)
+}
 
 // Release gives back the permits of a concurrency lease; for rate algorithms
 // it does nothing, since their permits come back with time. It is idempotent,
 // also on copies of the lease, and does nothing on a refused lease.
-func (l Lease) Release() { l.lease().Release() }
-
-func (l Lease) lease() leases.Lease { return leases.Lease(l) }
+func (l Lease) Release() {
+	if l.Acquired() && l.o.Releaser != nil {
+		l.o.Releaser.Release(uint64(l.x))
+	}
+}
 
 // String is a short description for logs.
 func (l Lease) String() string {

@@ -15,10 +15,9 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
-
-	"github.com/limitkit/ratelimit/internal/base"
 )
 
 // Limiter hands out permits. Implementations are safe for concurrent use.
@@ -33,47 +32,23 @@ type Limiter interface {
 	Wait(ctx context.Context, permits int) (Lease, error)
 }
 
-// Idler is implemented by limiters that can tell when dropping them and
-// making a new one of the same config would change no decision: IdleFor
-// reports ok when the limiter is in its initial state (full bucket, empty
-// window, nothing held, nobody waiting, no call in flight) and d, how long
-// it has been so, as far as the limiter knows (at least how long it has
-// been unused). Every limiter of this module implements it (memory, redis,
-// Chain, FromRate, partitioned's For, NoLimit and Shared, shadow's);
-// partitioned evicts only Idlers.
-type Idler interface {
-	IdleFor() (d time.Duration, ok bool)
-}
-
-// Reconfigurer is a limiter whose configuration can change while it runs
-// (memory and redis limiters, their Factories, and partitioned limiters).
-// Reconfigure validates cfg, which must be of the algorithm the limiter
-// runs (the same Config type, value or pointer), and applies it from the
-// next decision; an invalid cfg, or one of another algorithm (or one its
-// backend documents it cannot apply), is an error wrapping
-// ErrInvalidConfig and changes nothing. The state carries over by
-// the rule each algorithm package documents (a token bucket keeps its
-// tokens, clamped to the new burst; windows keep their counts, held
-// against the new limit; a concurrency limit's holders keep their permits,
-// and the new limit applies to new requests), so a change never admits
-// more than the old or the new limit would have. Queued waiters are
-// examined again under the new configuration; their queue is kept even
-// when it exceeds a smaller new Queue.Limit.
-type Reconfigurer interface {
-	Reconfigure(cfg Config) error
-}
-
-// Resetter is a limiter that can be put back in its initial state (a full
-// bucket, empty windows, nothing held: a concurrency lease held before
-// gives nothing back when released): after a successful login, in tests,
-// by an operator. Queued waiters are examined again. On Redis it changes
-// the state every process shares.
-type Resetter interface {
-	Reset(ctx context.Context) error
+// Keyed hands out permits for keys: a limit per user, IP or host, each key
+// with a limiter of its own, or one limiter for every key (package
+// partitioned makes both). It is what the middlewares (httplimit,
+// grpclimit), the policy registry and the otel recorder take. Acquire and
+// Wait are Limiter's, for key; implementations are safe for concurrent
+// use. A Keyed may also have a method For(key string) Limiter, the limiter
+// of one key, through which package control reaches that key's
+// capabilities (a Refund, a Reset): partitioned's do.
+type Keyed interface {
+	Acquire(ctx context.Context, key string, permits int) (Lease, error)
+	Wait(ctx context.Context, key string, permits int) (Lease, error)
 }
 
 // Config is satisfied by every algorithm's configuration, so a backend can be
 // built from any of them: memory.New(cfg) and redis.New(client, key, cfg).
+// Only the configurations of this module's algorithm packages are: a
+// backend refuses another type with ErrInvalidConfig, naming it.
 type Config interface {
 	// Validate reports the first invalid field, wrapping ErrInvalidConfig.
 	Validate() error
@@ -89,77 +64,12 @@ type Config interface {
 // Errors returned by limiters. They are wrapped with details; test them
 // with errors.Is.
 var (
-	ErrInvalidPermits = base.ErrInvalidPermits // permits is negative
-	ErrExceedsLimit   = base.ErrExceedsLimit   // permits is over the capacity: never granted
-	ErrInvalidConfig  = base.ErrInvalidConfig  // a configuration field is out of range
-	ErrClosed         = base.ErrClosed         // the limiter was closed
-	ErrNilContext     = base.ErrNilContext     // Acquire or Wait was called with a nil context
+	ErrInvalidPermits = errors.New("ratelimit: invalid permits")          // permits is negative
+	ErrExceedsLimit   = errors.New("ratelimit: permits exceed the limit") // permits is over the capacity: never granted
+	ErrInvalidConfig  = errors.New("ratelimit: invalid config")           // a configuration field is out of range
+	ErrClosed         = errors.New("ratelimit: limiter closed")           // the limiter was closed
+	ErrNilContext     = errors.New("ratelimit: nil context")              // Acquire or Wait was called with a nil context
 )
-
-// Refunder is a limiter that can take back a grant it has just made, as if
-// the request had not been made: its permits, and its count in the
-// limiter's Stats (Granted). Chain uses it to make an attempt that a
-// later limiter refuses spend nothing of the earlier ones; a limiter
-// without it keeps what it granted (its permits come back with time).
-type Refunder interface {
-	// Refund gives back the permits of lease, a grant of permits that this
-	// limiter returned. What has come back with time since the grant (a
-	// window that ended, tokens that refilled past the burst) is not given
-	// twice. A refund is trusted: the caller passes a grant of this
-	// limiter, once, with the permits it asked for (Chain does); then the
-	// limiter never lets more through than its limit. A refusal, or a lease
-	// of a limiter of another configuration, gives nothing back; but
-	// limiters made by one memory.Factory (or on one Redis key) share their
-	// leases' outcome and cannot tell each other's grants apart, and a
-	// second refund of a grant gives its permits again.
-	Refund(ctx context.Context, lease Lease, permits int) error
-}
-
-// PermitChecker is a limiter that can tell, without deciding, the error
-// its Acquire and Wait return for permits whatever its state: a negative
-// permits wraps ErrInvalidPermits, more than its capacity now wraps
-// ErrExceedsLimit; nil when permits can be granted some time. Chain asks
-// each member before asking any to decide, so that a request that one of
-// them can never grant changes no member's state. Memory and redis
-// limiters and chains are PermitCheckers.
-type PermitChecker interface {
-	CheckPermits(permits int) error
-}
-
-// ObservableWaiter is a limiter whose Wait can tell a QueueObserver of the
-// calls that queue: what metrics of the time spent queued need (the otel
-// module's wrapper uses it), since a Wait answered at once cannot be told
-// apart from outside without reading the clock twice. The limiters of this
-// module that can make a Wait wait implement it: memory, redis, FromRate,
-// Chain, partitioned's (For, Shared, NoLimit) and shadow's wrappers, and
-// the otel module's. A
-// wrapper (partitioned's, Chain) passes it on to the limiter it waits on;
-// when that one is not an ObservableWaiter, it cannot tell, and each of its
-// Waits is told as queued for its whole duration. A type that embeds one of
-// them and changes its Wait must change (or hide) WaitObserved too, or its
-// callers' observers bypass that Wait.
-type ObservableWaiter interface {
-	// WaitObserved is Wait. When the call joins the queue (it cannot be
-	// answered at once: memory queues it, Redis and FromRate sleep), it
-	// calls o.Queued; when it leaves it, o.Dequeued with what it is about
-	// to return. Both are called in the calling goroutine, with its ctx,
-	// before WaitObserved returns; neither is called when the call is
-	// answered without queueing (a grant at once, a refusal at once such
-	// as ReasonQueueFull or ReasonDeadline, an error).
-	WaitObserved(ctx context.Context, permits int, o QueueObserver) (Lease, error)
-}
-
-// QueueObserver is told of the Waits that queue (see ObservableWaiter).
-// Its methods must be quick and must not call the limiter.
-type QueueObserver interface {
-	// Queued is called when a Wait for permits joins the queue.
-	Queued(ctx context.Context, permits int)
-	// Dequeued is called when that Wait leaves the queue, after spending
-	// queued there (on the limiter's clock), with what the Wait returns: a
-	// grant, a refusal (evicted, closed, a new configuration's), or an
-	// error (ctx's, or a backend failure).
-	Dequeued(ctx context.Context, permits int, queued time.Duration, lease Lease, err error)
-}
 
 // QueueOrder says which waiter is served first when permits come back.
 type QueueOrder uint8
@@ -197,7 +107,7 @@ type Queue struct {
 	Order QueueOrder
 }
 
-// Stats is a snapshot of a limiter, from the optional method Stats() Stats.
+// Stats is a snapshot of a limiter: what control.Stats returns.
 // Status checks (permits == 0) and calls that return an error are counted
 // in neither Granted nor Refused.
 type Stats struct {
@@ -211,12 +121,8 @@ type Stats struct {
 // monotonic clock; tests inject a fake one (see ratelimittest.Clock).
 type Clock interface {
 	Now() time.Time
-	// AfterFunc calls f in its own goroutine once d has passed.
-	AfterFunc(d time.Duration, f func()) Timer
-}
-
-// Timer is what Clock.AfterFunc returns; *time.Timer satisfies it.
-type Timer interface {
-	Stop() bool
-	Reset(d time.Duration) bool
+	// AfterFunc calls f in its own goroutine once d has passed, unless
+	// stop is called first: stop reports whether it stopped the call (as
+	// time.Timer's Stop does).
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }

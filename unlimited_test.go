@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/redis"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -69,7 +70,7 @@ func TestUnlimitedTokenBucket(t *testing.T) {
 		if err != nil || !g.Acquired() || g.Limit() != 5 || g.Remaining() != 3 {
 			t.Errorf("Chain: %v, %v; want granted with the limited member's figures, 3 of 5", g, err)
 		}
-		if err := chain.Refund(bg, g, 2); err != nil { // a full bucket for the next chain
+		if err := control.Refund(bg, chain, g, 2); err != nil { // a full bucket for the next chain
 			t.Fatal(err)
 		}
 	}

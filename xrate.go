@@ -9,8 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/limitkit/ratelimit/internal/base"
-	"github.com/limitkit/ratelimit/internal/leases"
+	"github.com/limitkit/ratelimit/waittrace"
 )
 
 // FromRate wraps an existing *rate.Limiter as a Limiter, so code written
@@ -33,9 +32,9 @@ func FromRate(l *rate.Limiter) Limiter {
 }
 
 type xrate struct {
-	l     *rate.Limiter
-	infos atomic.Pointer[leases.Infos] // of the burst last seen: SetBurst may change it
-	used  atomic.Int64                 // UnixNano of the last call, for IdleFor
+	l        *rate.Limiter
+	outcomes atomic.Pointer[[len(reasonNames)]Outcome] // of the burst last seen: SetBurst may change it
+	used     atomic.Int64                              // UnixNano of the last call, for IdleFor
 }
 
 // IdleFor reports the wrapped limiter idle when its bucket is full (no
@@ -60,14 +59,16 @@ func (x *xrate) check(ctx context.Context, permits int) (time.Time, error) {
 	if x.l == nil {
 		return time.Time{}, fmt.Errorf("%w: FromRate of a nil *rate.Limiter", ErrInvalidConfig)
 	}
-	capacity := int64(x.l.Burst())
-	if x.l.Limit() == rate.Inf {
-		capacity = leases.Unlimited
+	if permits < 0 {
+		return time.Time{}, fmt.Errorf("%w: %d is negative", ErrInvalidPermits, permits)
 	}
-	if err := base.CheckPermits(permits, capacity); err != nil {
-		return time.Time{}, err
+	if burst := x.l.Burst(); x.l.Limit() != rate.Inf && permits > burst {
+		return time.Time{}, fmt.Errorf("%w: %d permits requested, capacity is %d", ErrExceedsLimit, permits, burst)
 	}
-	if err := base.CheckContext(ctx); err != nil {
+	if ctx == nil {
+		return time.Time{}, ErrNilContext
+	}
+	if err := ctx.Err(); err != nil {
 		return time.Time{}, err
 	}
 	now := time.Now()
@@ -75,12 +76,19 @@ func (x *xrate) check(ctx context.Context, permits int) (time.Time, error) {
 	return now, nil
 }
 
+// decision is the figures of a lease.
+type decision struct {
+	granted                bool
+	remaining              int64
+	retryAfter, resetAfter time.Duration
+}
+
 // decision describes the bucket at now with tokens left after a decision.
-func (x *xrate) decision(granted bool, tokens float64) Decision {
+func (x *xrate) decision(granted bool, tokens float64) decision {
 	burst, r := float64(x.l.Burst()), float64(x.l.Limit())
-	d := Decision{Granted: granted, RetryAfter: -1, Remaining: int64(math.Max(0, math.Floor(tokens)))}
+	d := decision{granted: granted, retryAfter: -1, remaining: int64(math.Max(0, math.Floor(tokens)))}
 	if r > 0 && !math.IsInf(r, 1) && tokens < burst {
-		d.ResetAfter = seconds((burst - tokens) / r)
+		d.resetAfter = seconds((burst - tokens) / r)
 	}
 	return d
 }
@@ -94,38 +102,51 @@ func (x *xrate) until(n, tokens float64) time.Duration {
 	return -1
 }
 
-// lease makes the lease of d, with Infos made anew only when the burst
+// lease makes the lease of d, with Outcomes made anew only when the burst
 // (or an infinite rate, which has no limit) has changed.
-func (x *xrate) lease(d Decision, r Reason) Lease {
+func (x *xrate) lease(d decision, r Reason) Lease {
 	limit := int64(x.l.Burst())
 	if x.l.Limit() == rate.Inf {
 		limit = -1
 	}
-	is := x.infos.Load()
-	if is == nil || is[0].Limit() != limit {
-		is = new(leases.Infos)
-		*is = leases.MakeInfos(limit)
-		is.SetGrows(leases.GrowsFunc(x.growsAfter))
-		x.infos.Store(is)
+	os := x.outcomes.Load()
+	if os == nil || os[0].Limit != limit {
+		os = new([len(reasonNames)]Outcome)
+		for r := range os {
+			os[r] = Outcome{Limit: limit, Reason: Reason(r)}
+		}
+		os[0].Grows = x
+		x.outcomes.Store(os)
 	}
-	return Lease(is.Make(d.Granted, uint8(r), d.Remaining, d.RetryAfter, d.ResetAfter, 0))
+	if d.granted {
+		return os[0].Lease(d.remaining, 0, d.resetAfter, 0)
+	}
+	return os[r].Lease(d.remaining, d.retryAfter, d.resetAfter, 0)
 }
 
-// growsAfter is a grant's time until the bucket's next whole token, at
-// the limit in force: a token bucket's (see tokenbucket); unknown for
-// rate.Inf or a limit of 0.
-func (x *xrate) growsAfter(_ int64, resetAfter time.Duration, _ time.Time) (time.Duration, bool) {
+// GrowsAfter is a grant's time until the bucket's next whole token, at
+// the limit in force: a token bucket's, resetAfter modulo the time a token
+// takes (that time for a full bucket), rounded up to the nanosecond, as
+// tokenbucket says; unknown for rate.Inf or a limit of 0.
+func (x *xrate) GrowsAfter(_ int64, resetAfter time.Duration, _ time.Time) (time.Duration, bool) {
 	r := x.l.Limit()
 	if r == rate.Inf || r <= 0 {
 		return 0, false
 	}
-	return leases.NextToken(resetAfter, float64(time.Second)/float64(r)), true
+	perToken := float64(time.Second) / float64(r)
+	ns := perToken
+	if resetAfter > 0 {
+		if m := math.Mod(float64(resetAfter), perToken); m > 0 {
+			ns = m
+		}
+	}
+	return time.Duration(math.Ceil(ns)), true
 }
 
 // unlimited is the grant of a rate.Inf limit, which takes nothing: no
 // limit, nothing remaining to count (-1, as Lease.Limit says).
 func (x *xrate) unlimited() Lease {
-	return x.lease(Decision{Granted: true, Remaining: -1}, ReasonNone)
+	return x.lease(decision{granted: true, remaining: -1}, ReasonNone)
 }
 
 func seconds(s float64) time.Duration {
@@ -148,19 +169,15 @@ func (x *xrate) Acquire(ctx context.Context, permits int) (Lease, error) {
 	}
 	tokens := x.l.TokensAt(now)
 	d := x.decision(permits == 0 && tokens >= 1, tokens)
-	if !d.Granted {
-		d.RetryAfter = x.until(float64(max(permits, 1)), tokens)
+	if !d.granted {
+		d.retryAfter = x.until(float64(max(permits, 1)), tokens)
 	}
 	return x.lease(d, ReasonLimit), nil
 }
 
-func (x *xrate) Wait(ctx context.Context, permits int) (Lease, error) {
-	return x.WaitObserved(ctx, permits, nil)
-}
-
-// WaitObserved is Wait, telling o (when not nil) of the time the call sleeps
-// for its reservation, or for a token (permits == 0), as ObservableWaiter says.
-func (x *xrate) WaitObserved(ctx context.Context, permits int, o QueueObserver) (Lease, error) {
+// Wait reserves, and sleeps until the reservation is due; the sleep (or,
+// for permits == 0, the wait for a token) is told to ctx's waittrace hooks.
+func (x *xrate) Wait(ctx context.Context, permits int) (lease Lease, err error) {
 	now, err := x.check(ctx, permits)
 	if err != nil {
 		return Lease{}, err
@@ -168,10 +185,10 @@ func (x *xrate) WaitObserved(ctx context.Context, permits int, o QueueObserver) 
 	if x.l.Limit() == rate.Inf {
 		return x.unlimited(), nil
 	}
-	q := base.Queueing[Lease]{O: o, Ctx: ctx, Permits: permits}
+	ctx, span := waittrace.Begin(ctx, permits)
+	defer func() { span.Done(time.Now(), lease.Acquired(), err) }()
 	if permits == 0 {
-		lease, err := x.waitStatus(ctx, &q)
-		return q.Leave(time.Now, lease, err)
+		return x.waitStatus(ctx, span)
 	}
 	r := x.l.ReserveN(now, permits)
 	if !r.OK() {
@@ -181,22 +198,37 @@ func (x *xrate) WaitObserved(ctx context.Context, permits int, o QueueObserver) 
 	if deadline, ok := ctx.Deadline(); ok && deadline.Sub(now) < delay {
 		r.CancelAt(now)
 		d := x.decision(false, x.l.TokensAt(now))
-		d.RetryAfter = delay
+		d.retryAfter = delay
 		return x.lease(d, ReasonDeadline), nil
 	}
 	if delay > 0 {
-		q.Join(time.Now)
+		span.Join(time.Now())
 	}
-	if err := base.Sleep[Timer](ctx, nil, delay); err != nil {
+	if err := sleep(ctx, delay); err != nil {
 		r.Cancel()
-		return q.Leave(time.Now, Lease{}, err)
+		return Lease{}, err
 	}
-	return q.Leave(time.Now, x.lease(x.decision(true, x.l.TokensAt(time.Now())), ReasonNone), nil)
+	return x.lease(x.decision(true, x.l.TokensAt(time.Now())), ReasonNone), nil
+}
+
+// sleep waits d, or until ctx is done, when it returns ctx.Err().
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // waitStatus is Wait(ctx, 0): it waits, reserving nothing, until the bucket
 // holds a token, behind the reservations already made.
-func (x *xrate) waitStatus(ctx context.Context, q *base.Queueing[Lease]) (Lease, error) {
+func (x *xrate) waitStatus(ctx context.Context, span *waittrace.Span) (Lease, error) {
 	for {
 		now := time.Now()
 		tokens := x.l.TokensAt(now)
@@ -206,15 +238,15 @@ func (x *xrate) waitStatus(ctx context.Context, q *base.Queueing[Lease]) (Lease,
 		delay := x.until(1, tokens)
 		if deadline, ok := ctx.Deadline(); ok && (delay < 0 || deadline.Sub(now) < delay) {
 			d := x.decision(false, tokens)
-			d.RetryAfter = delay
+			d.retryAfter = delay
 			return x.lease(d, ReasonDeadline), nil
 		}
-		q.Join(time.Now)
+		span.Join(now)
 		if delay < 0 { // a zero limit: no token comes before ctx ends
 			<-ctx.Done()
 			return Lease{}, ctx.Err()
 		}
-		if err := base.Sleep[Timer](ctx, nil, delay); err != nil {
+		if err := sleep(ctx, delay); err != nil {
 			return Lease{}, err
 		}
 	}

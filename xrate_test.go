@@ -113,7 +113,7 @@ func TestFromRateStatusCheck(t *testing.T) {
 // TestFromRateIdleFor: a wrapped *rate.Limiter is idle when its bucket is
 // full, for as long as it has not been called through the wrapper.
 func TestFromRateIdleFor(t *testing.T) {
-	l := ratelimit.FromRate(rate.NewLimiter(1, 2)).(ratelimit.Idler)
+	l := ratelimit.FromRate(rate.NewLimiter(1, 2)).(interface{ IdleFor() (time.Duration, bool) })
 	if _, ok := l.IdleFor(); !ok {
 		t.Fatal("a full bucket is not idle")
 	}
@@ -123,12 +123,12 @@ func TestFromRateIdleFor(t *testing.T) {
 	if _, ok := l.IdleFor(); ok {
 		t.Fatal("idle with a token taken")
 	}
-	inf := ratelimit.FromRate(rate.NewLimiter(rate.Inf, 0)).(ratelimit.Idler)
+	inf := ratelimit.FromRate(rate.NewLimiter(rate.Inf, 0)).(interface{ IdleFor() (time.Duration, bool) })
 	time.Sleep(2 * time.Millisecond)
 	if d, ok := inf.IdleFor(); !ok || d <= 0 {
 		t.Fatalf("rate.Inf, unused: IdleFor = %v, %v; want idle for a while", d, ok)
 	}
-	if _, ok := ratelimit.FromRate(nil).(ratelimit.Idler).IdleFor(); ok {
+	if _, ok := ratelimit.FromRate(nil).(interface{ IdleFor() (time.Duration, bool) }).IdleFor(); ok {
 		t.Fatal("FromRate(nil) reports idle")
 	}
 }

@@ -343,10 +343,9 @@ func BenchmarkPartitioned(b *testing.B) {
 	}
 	b.Run("limitkit", func(b *testing.B) {
 		f, _ := memory.NewFactory(tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})
-		var p *partitioned.Limiter[string]
+		var p *partitioned.Limiter
 		run(b, func() {
-			p, _ = partitioned.New(partitioned.Config[string]{
-				Key:         func(s string) string { return s },
+			p, _ = partitioned.New(partitioned.Config{
 				New:         f.ForKey,
 				IdleTimeout: time.Hour, MaxPartitions: 2 * keys,
 			})
@@ -421,8 +420,8 @@ func BenchmarkRedisPartitioned(b *testing.B) {
 		return ms.HeapAlloc
 	}
 	h0 := heap()
-	p, err := partitioned.New(partitioned.Config[string]{
-		Key: func(s string) string { return s }, New: f.ForKey,
+	p, err := partitioned.New(partitioned.Config{
+		New:         f.ForKey,
 		IdleTimeout: time.Hour, MaxPartitions: 2 * keys,
 	})
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/httplimit"
 	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/redis"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
@@ -155,9 +156,9 @@ func TestRateLimitFieldsParse(t *testing.T) {
 				}
 				global, route := newLimiter("global"), newLimiter("route")
 				names := []string{`route "a\b", c`, "global"}
-				mw, err := httplimit.Middleware(httplimit.Global(global), httplimit.Options{
+				mw, err := httplimit.Middleware(partitioned.Global(global), httplimit.Options{
 					Policy: "global", Config: a.cfg, LegacyHeaders: true,
-					Routes: []httplimit.Route{{Pattern: "GET /r/", Policy: httplimit.Policy{Name: names[0], Limiter: httplimit.Global(route), Config: a.cfg}}},
+					Routes: []httplimit.Route{{Pattern: "GET /r/", Policy: httplimit.Policy{Name: names[0], Limiter: partitioned.Global(route), Config: a.cfg}}},
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -264,7 +265,7 @@ func TestTransportReadsEncodedFields(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := &httplimit.Transport{Limiter: httplimit.Global(l), FailFast: true}
+		tr := &httplimit.Transport{Limiter: partitioned.Global(l), FailFast: true}
 		resp, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
 		if err != nil {
 			t.Fatal(err)

@@ -6,7 +6,7 @@
 // it likes. A refusal has no RetryAfter, since permits come back on Release,
 // not with time. Memory: one counter per key.
 //
-// Reconfigured while it runs (ratelimit.Reconfigurer), holders keep their
+// Reconfigured while it runs (control.Reconfigure), holders keep their
 // permits and release them as before; the new Limit applies to new
 // requests, so none is granted until the holders fit it.
 package concurrency
@@ -15,9 +15,9 @@ import (
 	// For the memory engine compiled here: see internal/algo's doc.
 	_ "sync"
 
+	"github.com/limitkit/ratelimit/internal/backend"
 	_ "github.com/limitkit/ratelimit/internal/backend"
 	_ "github.com/limitkit/ratelimit/internal/base"
-	_ "github.com/limitkit/ratelimit/internal/leases"
 
 	"fmt"
 	"math"
@@ -81,8 +81,8 @@ func (m *model) Caps() engine.Caps { return engine.Releases | engine.Timeless }
 
 // Step decides a request for permits; permits == 0 is a status check.
 // RetryAfter is always unknown (negative).
-func (m *model) Step(s state, now, permits int64) (state, ratelimit.Decision) {
-	d := ratelimit.Decision{RetryAfter: -1}
+func (m *model) Step(s state, now, permits int64) (state, backend.Decision) {
+	d := backend.Decision{RetryAfter: -1}
 	if s.Held+max(permits, 1) <= m.limit {
 		d.Granted = true
 		s.Held += permits

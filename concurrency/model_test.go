@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/engine"
 	"github.com/limitkit/ratelimit/internal/modeltest"
 )
@@ -40,7 +40,7 @@ func run(t *testing.T, m *model, s state, ops []op) state {
 			s = m.Release(s, o.at, o.n)
 			continue
 		}
-		var got ratelimit.Decision
+		var got backend.Decision
 		s, got = m.Step(s, o.at, o.n)
 		if got.Granted != o.ok || got.Remaining != o.rem {
 			t.Errorf("op %d: Step(%d) = granted %v remaining %d, want %v %d", i, o.n, got.Granted, got.Remaining, o.ok, o.rem)
@@ -104,7 +104,7 @@ func TestTimeless(t *testing.T) {
 					if r.Intn(10) == 0 {
 						n = m.limit
 					}
-					var d, want ratelimit.Decision
+					var d, want backend.Decision
 					s, d = m.Step(s, at, n)
 					ref, want = m.Step(ref, 0, n)
 					if d != want {

@@ -10,7 +10,7 @@
 // decision at an instant older than the state's window (a clock read before
 // another goroutine decided) counts in the state's window.
 //
-// Reconfigured while it runs (ratelimit.Reconfigurer), the permits counted
+// Reconfigured while it runs (control.Reconfigure), the permits counted
 // in the current window stay counted, against the new Limit, until the
 // window of the new length in which the change falls ends (on Redis too: a
 // count whose window has not ended when the change is first read is held
@@ -21,9 +21,9 @@ import (
 	// For the memory engine compiled here: see internal/algo's doc.
 	_ "sync"
 
+	"github.com/limitkit/ratelimit/internal/backend"
 	_ "github.com/limitkit/ratelimit/internal/backend"
 	_ "github.com/limitkit/ratelimit/internal/base"
-	_ "github.com/limitkit/ratelimit/internal/leases"
 
 	"fmt"
 	"math"
@@ -112,10 +112,10 @@ func (m *model) Holding(now, used int64) state {
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal changes nothing but moving to now's window; its RetryAfter is
 // the time to the window's end, when the whole Limit is available again.
-func (m *model) Step(s state, now, permits int64) (state, ratelimit.Decision) {
+func (m *model) Step(s state, now, permits int64) (state, backend.Decision) {
 	cur := m.at(s, now)
 	end := check.Add(cur.Start, m.window)
-	d := ratelimit.Decision{RetryAfter: -1, ResetAfter: time.Duration(end - now)}
+	d := backend.Decision{RetryAfter: -1, ResetAfter: time.Duration(end - now)}
 	if cur.Count+max(permits, 1) <= m.limit {
 		d.Granted = true
 		cur.Count += permits

@@ -72,7 +72,7 @@ func (e *RateLimitedError) GRPCStatus() *status.Status {
 // context is done).
 type Client struct {
 	// Limiter decides per key; nil keeps no limit of one's own.
-	Limiter Keyed
+	Limiter ratelimit.Keyed
 	// Key maps a call to its partition; target + method by default
 	// ("dns:///api.example:443/pkg.Service/Method").
 	Key func(target, fullMethod string) string

@@ -21,8 +21,7 @@ import (
 // A server limited to 100 calls per minute per client IP, behind proxies
 // in 10.0.0.0/8 that set x-forwarded-for.
 func ExampleUnaryServerInterceptor() {
-	perIP, _ := partitioned.New(partitioned.Config[string]{
-		Key: func(ip string) string { return ip },
+	perIP, _ := partitioned.New(partitioned.Config{
 		New: func(string) (ratelimit.Limiter, error) {
 			return memory.New(fixedwindow.Config{Limit: 100, Window: time.Minute})
 		},

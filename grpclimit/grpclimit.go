@@ -11,9 +11,9 @@
 // is given), so the next calls wait locally instead of reaching the
 // server.
 //
-// Limiters are httplimit.Keyed: a *partitioned.Limiter[string] (one limit
-// per peer, per caller or per method), httplimit.Global of one limiter, or
-// an httplimit.KeyedFunc.
+// Limiters are ratelimit.Keyed: a *partitioned.Limiter (one limit
+// per peer, per caller or per method), partitioned.Global of one limiter,
+// or a partitioned.Func.
 //
 // This is its own module, so that limitkit's core does not depend on gRPC.
 package grpclimit
@@ -40,9 +40,6 @@ import (
 	"github.com/limitkit/ratelimit/httplimit"
 	"github.com/limitkit/ratelimit/internal/check"
 )
-
-// Keyed is a limiter that decides per key: see httplimit.Keyed.
-type Keyed = httplimit.Keyed
 
 // KeyFunc returns the partition key of a call: its incoming context (with
 // its peer and metadata) and its full method name ("/pkg.Service/Method").
@@ -97,11 +94,11 @@ type ServerOptions struct {
 
 // server is a validated limiter and ServerOptions.
 type server struct {
-	l Keyed
+	l ratelimit.Keyed
 	o ServerOptions
 }
 
-func newServer(l Keyed, o ServerOptions) (*server, error) {
+func newServer(l ratelimit.Keyed, o ServerOptions) (*server, error) {
 	if check.IsNil(l) {
 		return nil, fmt.Errorf("%w: grpclimit: the server interceptor needs a limiter, got nil", ratelimit.ErrInvalidConfig)
 	}
@@ -178,7 +175,7 @@ func retryOf(lease ratelimit.Lease) time.Duration {
 //
 // A nil l (or a nil *partitioned.Limiter in it) or a negative MaxWait is
 // an error wrapping ratelimit.ErrInvalidConfig.
-func UnaryServerInterceptor(l Keyed, o ServerOptions) (grpc.UnaryServerInterceptor, error) {
+func UnaryServerInterceptor(l ratelimit.Keyed, o ServerOptions) (grpc.UnaryServerInterceptor, error) {
 	s, err := newServer(l, o)
 	if err != nil {
 		return nil, err
@@ -200,7 +197,7 @@ func UnaryServerInterceptor(l Keyed, o ServerOptions) (grpc.UnaryServerIntercept
 // permit per stream, decided when it opens, with the refusals of
 // UnaryServerInterceptor. A concurrency limiter's permit is held until the
 // handler returns.
-func StreamServerInterceptor(l Keyed, o ServerOptions) (grpc.StreamServerInterceptor, error) {
+func StreamServerInterceptor(l ratelimit.Keyed, o ServerOptions) (grpc.StreamServerInterceptor, error) {
 	s, err := newServer(l, o)
 	if err != nil {
 		return nil, err

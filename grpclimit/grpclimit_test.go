@@ -24,7 +24,6 @@ import (
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/grpclimit"
-	"github.com/limitkit/ratelimit/httplimit"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/ratelimittest"
@@ -34,7 +33,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // global is one memory limiter of cfg for every key.
-func global(t *testing.T, cfg ratelimit.Config, clock ratelimit.Clock) httplimit.Keyed {
+func global(t *testing.T, cfg ratelimit.Config, clock ratelimit.Clock) ratelimit.Keyed {
 	t.Helper()
 	opts := []memory.Option{}
 	if clock != nil {
@@ -45,13 +44,13 @@ func global(t *testing.T, cfg ratelimit.Config, clock ratelimit.Clock) httplimit
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	return httplimit.Global(l)
+	return partitioned.Global(l)
 }
 
 // server serves the health service on a real loopback TCP port, behind a
 // counter of the calls that reach it and then the limiter's interceptors.
 // It returns the server's address and the count.
-func server(t *testing.T, l httplimit.Keyed, o grpclimit.ServerOptions) (string, *atomic.Int64) {
+func server(t *testing.T, l ratelimit.Keyed, o grpclimit.ServerOptions) (string, *atomic.Int64) {
 	t.Helper()
 	unary, err := grpclimit.UnaryServerInterceptor(l, o)
 	if err != nil {
@@ -194,8 +193,7 @@ func TestServerConcurrency(t *testing.T) {
 // status of its own.
 func TestClientLearns(t *testing.T) {
 	clock := ratelimittest.NewClockAt(time.Unix(3600*1000, 0))
-	perMethod, err := partitioned.New(partitioned.Config[string]{
-		Key: func(s string) string { return s },
+	perMethod, err := partitioned.New(partitioned.Config{
 		New: func(string) (ratelimit.Limiter, error) {
 			return memory.New(fixedwindow.Config{Limit: 2, Window: time.Hour}, memory.WithClock(clock))
 		},
@@ -268,8 +266,7 @@ func TestClientLearns(t *testing.T) {
 // TestClientLimiter: a client's own limit per target and method.
 func TestClientLimiter(t *testing.T) {
 	addr, hits := server(t, global(t, fixedwindow.Config{Limit: 100, Window: time.Hour}, nil), grpclimit.ServerOptions{})
-	perKey, err := partitioned.New(partitioned.Config[string]{
-		Key: func(s string) string { return s },
+	perKey, err := partitioned.New(partitioned.Config{
 		New: func(string) (ratelimit.Limiter, error) {
 			return memory.New(fixedwindow.Config{Limit: 1, Window: time.Hour})
 		},
@@ -327,16 +324,16 @@ func TestKeys(t *testing.T) {
 }
 
 func TestInvalid(t *testing.T) {
-	var nilPartitioned *partitioned.Limiter[string]
+	var nilPartitioned *partitioned.Limiter
 	ok := global(t, fixedwindow.Config{Limit: 1, Window: time.Hour}, nil)
 	for _, c := range []struct {
 		name string
-		l    httplimit.Keyed
+		l    ratelimit.Keyed
 		o    grpclimit.ServerOptions
 	}{
 		{"nil", nil, grpclimit.ServerOptions{}},
 		{"nil *partitioned.Limiter", nilPartitioned, grpclimit.ServerOptions{}},
-		{"nil KeyedFunc", httplimit.KeyedFunc(nil), grpclimit.ServerOptions{}},
+		{"nil KeyedFunc", partitioned.Func(nil), grpclimit.ServerOptions{}},
 		{"negative MaxWait", ok, grpclimit.ServerOptions{MaxWait: -1}},
 	} {
 		if i, err := grpclimit.UnaryServerInterceptor(c.l, c.o); !errors.Is(err, ratelimit.ErrInvalidConfig) || i != nil {

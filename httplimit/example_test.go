@@ -17,8 +17,7 @@ import (
 
 // Two requests per client IP per hour on a server.
 func ExampleMiddleware() {
-	perIP, _ := partitioned.New(partitioned.Config[string]{
-		Key: func(ip string) string { return ip },
+	perIP, _ := partitioned.New(partitioned.Config{
 		New: func(string) (ratelimit.Limiter, error) {
 			return memory.New(fixedwindow.Config{Limit: 2, Window: time.Hour})
 		},
@@ -49,8 +48,7 @@ func ExampleMiddleware() {
 func ExampleTransport() {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer upstream.Close()
-	perHost, _ := partitioned.New(partitioned.Config[string]{
-		Key: func(host string) string { return host },
+	perHost, _ := partitioned.New(partitioned.Config{
 		New: func(string) (ratelimit.Limiter, error) {
 			return memory.New(fixedwindow.Config{Limit: 2, Window: time.Hour})
 		},

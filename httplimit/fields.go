@@ -8,7 +8,6 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/algo"
-	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // ValidPolicyName reports whether name can name a policy in the RateLimit
@@ -67,8 +66,8 @@ func effectiveWindow(cfg ratelimit.Config, lease ratelimit.Lease, now time.Time)
 	if !lease.Acquired() {
 		return lease.RetryAfter()
 	}
-	if leases.Lease(lease).Grows() != nil {
-		return leases.Lease(lease).GrowsAfter(now)
+	if lease.Outcome().Grows != nil {
+		return lease.GrowsAfter(now)
 	}
 	return algo.GrowsAfter(cfg, lease.Remaining(), lease.ResetAfter(), now)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/httplimit"
 	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
@@ -196,7 +197,7 @@ func TestRoutes(t *testing.T) {
 	lim := perKey(t, login, clock)
 	for _, c := range []struct {
 		name   string
-		l      httplimit.Keyed
+		l      ratelimit.Keyed
 		routes []httplimit.Route
 	}{
 		{"bad pattern", lim, []httplimit.Route{{Pattern: "GET  /x{", Policy: httplimit.Policy{Name: "a", Limiter: lim}}}},
@@ -313,7 +314,7 @@ func TestEffectiveWindowOfAChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := middleware(t, httplimit.Global(ratelimit.Chain(fw, tb).WithClock(clock)), httplimit.Options{Policy: "p"}, ok)
+	h := middleware(t, partitioned.Global(ratelimit.Chain(fw, tb)), httplimit.Options{Policy: "p"}, ok)
 	var got []string
 	for range 2 {
 		got = append(got, serve(h, "192.0.2.1:1", nil).Header().Get("RateLimit"))
@@ -326,7 +327,7 @@ func TestEffectiveWindowOfAChain(t *testing.T) {
 
 // FromRate's grants say their next token too.
 func TestEffectiveWindowOfFromRate(t *testing.T) {
-	h := middleware(t, httplimit.Global(ratelimit.FromRate(rate.NewLimiter(0.25, 3))), httplimit.Options{Policy: "p"}, ok)
+	h := middleware(t, partitioned.Global(ratelimit.FromRate(rate.NewLimiter(0.25, 3))), httplimit.Options{Policy: "p"}, ok)
 	// A full bucket of 3 at 1 token every 4s: the first grant leaves 2,
 	// and a token comes back within 4s.
 	got := serve(h, "192.0.2.1:1", nil).Header().Get("RateLimit")

@@ -1,10 +1,10 @@
 // Package httplimit applies limitkit limiters to HTTP: Middleware protects a
 // server per client, Transport keeps a client under an upstream's limits.
 //
-// Both take a Keyed limiter: a partitioned one (one limit per client IP, or
-// per upstream host) over any backend, one limit for every key (Global), or
-// any limiter per key (KeyedFunc: a per-key limit chained with a global
-// one, say). Middleware also applies per-route policies (a login limit and
+// Both take a ratelimit.Keyed: a partitioned limiter (one limit per client
+// IP, or per upstream host) over any backend, one limit for every key
+// (partitioned.Global), or any limiter per key (partitioned.Func: a
+// per-key limit chained with a global one, say). Middleware also applies per-route policies (a login limit and
 // an API limit under a global one). Responses carry the IETF RateLimit
 // header fields of draft-ietf-httpapi-ratelimit-headers-11:
 // RateLimit-Policy ("name";q=;w=) and RateLimit ("name";r=;t=, t being the
@@ -25,85 +25,12 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/internal/check"
 )
 
 // KeyFunc returns the partition key of a request.
 type KeyFunc func(*http.Request) string
-
-// Keyed is a limiter that decides per key, what Middleware and Transport
-// take: a *partitioned.Limiter[string] is one.
-type Keyed interface {
-	Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error)
-	Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error)
-}
-
-// KeyedRefunder is a Keyed that can take back a grant it made, as
-// ratelimit.Refunder does for one limiter: a *partitioned.Limiter[string]
-// is one, and so are KeyedFunc and Global. Middleware uses it so that a
-// request its global limiter refuses spends nothing of its route's policy.
-type KeyedRefunder interface {
-	Keyed
-	Refund(ctx context.Context, key string, lease ratelimit.Lease, permits int) error
-}
-
-// KeyedFunc is a Keyed that asks f for the limiter of each key: for a
-// per-key limit chained with a global one, say,
-//
-//	httplimit.KeyedFunc(func(ip string) ratelimit.Limiter { return ratelimit.Chain(perIP.For(ip), global) })
-//
-// f runs on every request, so keep it cheap (the chain above is one small
-// allocation). f returning nil is an error wrapping
-// ratelimit.ErrInvalidConfig.
-type KeyedFunc func(key string) ratelimit.Limiter
-
-// Acquire is f(key).Acquire.
-func (f KeyedFunc) Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
-	l, err := f.of(key)
-	if err != nil {
-		return ratelimit.Lease{}, err
-	}
-	return l.Acquire(ctx, permits)
-}
-
-// Wait is f(key).Wait.
-func (f KeyedFunc) Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
-	l, err := f.of(key)
-	if err != nil {
-		return ratelimit.Lease{}, err
-	}
-	return l.Wait(ctx, permits)
-}
-
-// Refund gives lease back to f(key) when that is a ratelimit.Refunder,
-// and releases it otherwise.
-func (f KeyedFunc) Refund(ctx context.Context, key string, lease ratelimit.Lease, permits int) error {
-	l, err := f.of(key)
-	if err != nil {
-		return err
-	}
-	if r, ok := l.(ratelimit.Refunder); ok {
-		return r.Refund(ctx, lease, permits)
-	}
-	lease.Release()
-	return nil
-}
-
-func (f KeyedFunc) of(key string) (ratelimit.Limiter, error) {
-	if l := f(key); !check.IsNil(l) {
-		return l, nil
-	}
-	return nil, fmt.Errorf("%w: httplimit: the KeyedFunc returned no limiter for %q", ratelimit.ErrInvalidConfig, key)
-}
-
-// Global is the Keyed of one limiter that every key shares. Global of a nil
-// limiter is nil, which Middleware and Transport refuse.
-func Global(l ratelimit.Limiter) Keyed {
-	if check.IsNil(l) {
-		return nil
-	}
-	return KeyedFunc(func(string) ratelimit.Limiter { return l })
-}
 
 // ClientIP returns the key of the client's IP address: the host of
 // RemoteAddr, unless it is one of the trusted proxies, in which case the
@@ -222,8 +149,8 @@ type Options struct {
 // Policy is a named limit for Routes: its own limiter, key, and the
 // figures of its RateLimit fields, as in Options.
 type Policy struct {
-	Name    string // required, printable ASCII (see ValidPolicyName)
-	Limiter Keyed  // required
+	Name    string          // required, printable ASCII (see ValidPolicyName)
+	Limiter ratelimit.Keyed // required
 	Key     KeyFunc
 	Window  time.Duration
 	Config  ratelimit.Config
@@ -238,7 +165,7 @@ type Route struct {
 	Policy  Policy
 }
 
-// Configured is a Keyed limiter that reports the configuration its
+// Configured is a ratelimit.Keyed that reports the configuration its
 // limiters decide by now: policy.Keyed does, following the live changes of
 // its policy. The middleware then reads the fields that depend on the
 // configuration (RateLimit's t on a grant, RateLimit-Policy's w and qu)
@@ -253,7 +180,7 @@ type Configured interface {
 // policy is a validated Policy.
 type policy struct {
 	name   string // as a structured-field String
-	l      Keyed
+	l      ratelimit.Keyed
 	key    KeyFunc
 	window time.Duration // Policy.Window: 0 for the configuration's
 	cfg    ratelimit.Config
@@ -359,9 +286,9 @@ func (rt *router) policy(r *http.Request) *policy {
 // Middleware returns a middleware that limits requests per Key with l, and
 // with the policy of their route (Options.Routes) before that. A refusal
 // by the route's policy spends nothing of l's; a refusal by l gives back
-// what the route's policy granted when its limiter is a KeyedRefunder (a
-// partitioned limiter, KeyedFunc and Global of memory or redis limiters),
-// and otherwise leaves it spent. A concurrency limiter's lease is released
+// what the route's policy granted when its limiter can refund the key's
+// grant (For(key), then control.Refund: a partitioned limiter, Global and
+// Func of memory or redis limiters), and otherwise leaves it spent. A concurrency limiter's lease is released
 // when the handler returns, even if it panics. A limiter that cannot
 // decide (a closed limiter, a failing backend) answers 503.
 //
@@ -383,7 +310,7 @@ func (rt *router) policy(r *http.Request) *policy {
 // ratelimit.ErrInvalidConfig. The middleware given a nil
 // handler logs it (with the log package) and answers every request with
 // 500 Internal Server Error.
-func Middleware(l Keyed, o Options) (func(http.Handler) http.Handler, error) {
+func Middleware(l ratelimit.Keyed, o Options) (func(http.Handler) http.Handler, error) {
 	if check.IsNil(l) && len(o.Routes) == 0 {
 		return nil, fmt.Errorf("%w: httplimit: Middleware needs a limiter, got nil", ratelimit.ErrInvalidConfig)
 	}
@@ -487,16 +414,19 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 }
 
 // refund gives back the grants of ds, of a request a later policy
-// refused: to a KeyedRefunder's limiter (its error is dropped: the grant is
-// then kept, as a limiter without Refund keeps it); the deferred Release
+// refused: to the key's limiter (For, then control.Refund; its error is
+// dropped: the grant is then kept, as a limiter without Refund keeps it);
+// the deferred Release
 // gives a concurrency lease back in any case. A refunded policy's lease
 // is replaced by a status check's (permits 0, which takes nothing), so its
 // RateLimit member tells what is left after the refund.
 func refund(ctx context.Context, ds []decided) {
 	ctx = context.WithoutCancel(ctx)
 	for i, d := range ds {
-		r, ok := d.p.l.(KeyedRefunder)
-		if !ok || !d.lease.Acquired() || r.Refund(ctx, d.key, d.lease, 1) != nil {
+		f, ok := d.p.l.(interface {
+			For(string) ratelimit.Limiter
+		})
+		if !ok || !d.lease.Acquired() || control.Refund(ctx, f.For(d.key), d.lease, 1) != nil {
 			continue
 		}
 		d.lease.Release() // a concurrency grant: already given back; once only

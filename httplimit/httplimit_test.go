@@ -31,16 +31,15 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // A partitioned limiter is a Keyed, as the package doc says.
-var _ httplimit.Keyed = (*partitioned.Limiter[string])(nil)
+var _ ratelimit.Keyed = (*partitioned.Limiter)(nil)
 
-func perKey(t testing.TB, cfg ratelimit.Config, clock ratelimit.Clock) *partitioned.Limiter[string] {
+func perKey(t testing.TB, cfg ratelimit.Config, clock ratelimit.Clock) *partitioned.Limiter {
 	return perKeySeen(t, cfg, clock, &sync.Map{})
 }
 
 // perKeySeen is perKey keeping each partition's limiter in seen.
-func perKeySeen(t testing.TB, cfg ratelimit.Config, clock ratelimit.Clock, seen *sync.Map) *partitioned.Limiter[string] {
-	l, err := partitioned.New(partitioned.Config[string]{
-		Key: func(s string) string { return s },
+func perKeySeen(t testing.TB, cfg ratelimit.Config, clock ratelimit.Clock, seen *sync.Map) *partitioned.Limiter {
+	l, err := partitioned.New(partitioned.Config{
 		New: func(key string) (ratelimit.Limiter, error) {
 			m, err := memory.New(cfg, memory.WithClock(clock))
 			if err == nil {
@@ -58,7 +57,7 @@ func perKeySeen(t testing.TB, cfg ratelimit.Config, clock ratelimit.Clock, seen 
 }
 
 // middleware is httplimit.Middleware(l, o)(next), failing the test on an error.
-func middleware(t testing.TB, l httplimit.Keyed, o httplimit.Options, next http.Handler) http.Handler {
+func middleware(t testing.TB, l ratelimit.Keyed, o httplimit.Options, next http.Handler) http.Handler {
 	t.Helper()
 	mw, err := httplimit.Middleware(l, o)
 	if err != nil {
@@ -399,16 +398,16 @@ func BenchmarkMiddleware(b *testing.B) {
 // panicking.
 func TestMiddlewareInvalid(t *testing.T) {
 	l := perKey(t, fixedwindow.Config{Limit: 1, Window: time.Hour}, ratelimittest.NewClock())
-	var nilPartitioned *partitioned.Limiter[string]
+	var nilPartitioned *partitioned.Limiter
 	for _, c := range []struct {
 		name string
-		l    httplimit.Keyed
+		l    ratelimit.Keyed
 		o    httplimit.Options
 	}{
 		{"nil limiter", nil, httplimit.Options{}},
 		{"nil *partitioned.Limiter", nilPartitioned, httplimit.Options{}},
-		{"nil KeyedFunc", httplimit.KeyedFunc(nil), httplimit.Options{}},
-		{"Global(nil)", httplimit.Global(nil), httplimit.Options{}},
+		{"nil KeyedFunc", partitioned.Func(nil), httplimit.Options{}},
+		{"Global(nil)", partitioned.Global(nil), httplimit.Options{}},
 		{"StatusCode 99", l, httplimit.Options{StatusCode: 99}},
 		{"StatusCode 200", l, httplimit.Options{StatusCode: 200}},
 		{"StatusCode 1000", l, httplimit.Options{StatusCode: 1000}},
@@ -499,7 +498,7 @@ func TestMiddlewareKeyedOfAnyKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer global.Close()
-	h := middleware(t, httplimit.Global(global), httplimit.Options{}, ok)
+	h := middleware(t, partitioned.Global(global), httplimit.Options{}, ok)
 	for i, want := range []int{200, 200, 429} {
 		if w := serve(h, fmt.Sprintf("192.0.2.%d:1", i+1), nil); w.Code != want {
 			t.Fatalf("request %d from its own IP under one global limit of 2: %d, want %d", i, w.Code, want)
@@ -512,7 +511,7 @@ func TestMiddlewareKeyedOfAnyKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer total.Close()
-	chained := middleware(t, httplimit.KeyedFunc(func(ip string) ratelimit.Limiter {
+	chained := middleware(t, partitioned.Func(func(ip string) ratelimit.Limiter {
 		return ratelimit.Chain(perIP.For(ip), total)
 	}), httplimit.Options{}, ok)
 	for i, c := range []struct {
@@ -527,7 +526,7 @@ func TestMiddlewareKeyedOfAnyKind(t *testing.T) {
 		t.Fatal("the request refused by the global limit spent its IP's permit")
 	}
 
-	none := middleware(t, httplimit.KeyedFunc(func(string) ratelimit.Limiter { return nil }), httplimit.Options{}, ok)
+	none := middleware(t, partitioned.Func(func(string) ratelimit.Limiter { return nil }), httplimit.Options{}, ok)
 	if w := serve(none, "192.0.2.1:1", nil); w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("a KeyedFunc without a limiter: %d, want 503", w.Code)
 	}

@@ -63,8 +63,9 @@ type Transport struct {
 	// Base sends the requests; http.DefaultTransport when nil.
 	Base http.RoundTripper
 	// Limiter decides per key (a partitioned limiter: one limit per
-	// upstream host, say; see Keyed). Required: RoundTrip fails without it.
-	Limiter Keyed
+	// upstream host, say; see ratelimit.Keyed). Required: RoundTrip fails
+	// without it.
+	Limiter ratelimit.Keyed
 	// Key maps a request to its partition; the request's host by default.
 	Key KeyFunc
 	// FailFast refuses at once instead of waiting (within the request's context).

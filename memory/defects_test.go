@@ -39,8 +39,8 @@ func (c *skewClock) set(t time.Time) {
 	c.mu.Unlock()
 }
 
-func (c *skewClock) AfterFunc(d time.Duration, f func()) ratelimit.Timer {
-	return time.AfterFunc(time.Hour, f) // never fires within a test
+func (c *skewClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(time.Hour, f).Stop // never fires within a test
 }
 
 func mustAcquire(t *testing.T, l ratelimit.Limiter, p int) ratelimit.Lease {
@@ -118,7 +118,7 @@ type clockPair struct {
 }
 
 func (c clockPair) Now() time.Time { return c.now.Now() }
-func (c clockPair) AfterFunc(d time.Duration, f func()) ratelimit.Timer {
+func (c clockPair) AfterFunc(d time.Duration, f func()) func() bool {
 	return c.timers.AfterFunc(d, f)
 }
 

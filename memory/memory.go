@@ -22,14 +22,14 @@ import (
 	"github.com/limitkit/ratelimit/internal/engine"
 )
 
-// Limiter is an in-memory limiter. Besides ratelimit.Limiter it reports
-// Stats, how long it has been idle, takes grants back (Refund), reports the
-// Waits that queue (ratelimit.ObservableWaiter), and can be closed.
+// Limiter is an in-memory limiter. Besides ratelimit.Limiter it has the
+// capabilities package control reaches (Refund, Reset, Reconfigure,
+// Stats), reports how long it has been idle, tells the Waits that queue to
+// their ctx's waittrace hooks, and can be closed.
 type Limiter interface {
 	ratelimit.Limiter
-	ratelimit.ObservableWaiter
 	// Refund takes back a grant of permits this limiter made, as
-	// ratelimit.Refunder says: its permits, and its count in Stats'
+	// control.Refund says: its permits, and its count in Stats'
 	// Granted; for a concurrency lease it is Release, which counts the
 	// grant out of Granted too the first time (a lease of another limiter
 	// is released, and counts nothing here). ctx must not be nil
@@ -37,11 +37,13 @@ type Limiter interface {
 	// waits, and a done ctx still gives the permits back.
 	Refund(ctx context.Context, lease ratelimit.Lease, permits int) error
 	// CheckPermits reports the error Acquire and Wait return for permits
-	// whatever the state (ratelimit.PermitChecker): a negative permits,
-	// or more than the capacity of the configuration in force.
+	// whatever the state (a Chain asks it first): a negative permits, or
+	// more than the capacity of the configuration in force.
 	CheckPermits(permits int) error
 	// Stats returns a snapshot of the limiter's counters.
 	Stats() ratelimit.Stats
+	// Backend returns "memory": the backend's name, as metrics label it.
+	Backend() string
 	// IdleFor reports how long the limiter has been back in its initial state
 	// (full bucket, empty window, nothing held, nobody waiting); ok is false
 	// when it is not idle now. Replacing an idle limiter by a new one changes
@@ -51,7 +53,7 @@ type Limiter interface {
 	// ratelimit.ErrClosed and releases do nothing. It is safe to call twice.
 	Close() error
 	// Reconfigure applies a config of the same algorithm from the next
-	// decision, as ratelimit.Reconfigurer says, carrying the state over:
+	// decision, as control.Reconfigure says, carrying the state over:
 	// the permits a rate algorithm has in use stay in use, taken at the
 	// instant of the change (a token bucket keeps its tokens, clamped to
 	// the new burst, and its debt; a window's count is held against the new
@@ -61,8 +63,8 @@ type Limiter interface {
 	// limiter it returns ratelimit.ErrClosed and changes nothing, for the
 	// limiters that share its configuration too.
 	Reconfigure(cfg ratelimit.Config) error
-	// Reset puts the limiter back in its initial state, as
-	// ratelimit.Resetter says.
+	// Reset puts the limiter back in its initial state, as control.Reset
+	// says.
 	Reset(ctx context.Context) error
 }
 

@@ -25,7 +25,7 @@ func available(t *testing.T, l memory.Limiter) int64 {
 	return l.Stats().Available
 }
 
-func reconfigure(t *testing.T, r ratelimit.Reconfigurer, cfg ratelimit.Config) {
+func reconfigure(t *testing.T, r interface{ Reconfigure(ratelimit.Config) error }, cfg ratelimit.Config) {
 	t.Helper()
 	if err := r.Reconfigure(cfg); err != nil {
 		t.Fatalf("Reconfigure(%#v): %v", cfg, err)

@@ -84,8 +84,7 @@ func ExampleShadow() {
 		panic(err)
 	}
 	defer rec.Close()
-	users, err := partitioned.New(partitioned.Config[string]{
-		Key: func(user string) string { return user },
+	users, err := partitioned.New(partitioned.Config{
 		New: func(user string) (ratelimit.Limiter, error) {
 			return shadow.New(rec.Wrap(perUser.New()), nil), nil
 		},

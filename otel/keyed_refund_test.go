@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/fixedwindow"
-	"github.com/limitkit/ratelimit/httplimit"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/otel"
 	"github.com/limitkit/ratelimit/partitioned"
@@ -20,7 +21,7 @@ func TestKeyedRefund(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := partitioned.New(partitioned.Config[string]{Key: func(s string) string { return s }, New: f.ForKey})
+	p, err := partitioned.New(partitioned.Config{New: f.ForKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,14 +30,14 @@ func TestKeyedRefund(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Close()
-	k := otel.WrapKeyed[string](rec, p)
+	k := otel.WrapKeyed(rec, p)
 	defer k.Close()
-	var _ httplimit.KeyedRefunder = k
+	var _ ratelimit.Keyed = k
 	g, _ := k.Acquire(ctx, "a", 2)
 	if !g.Acquired() {
 		t.Fatalf("Acquire(2): %v", g)
 	}
-	if err := k.Refund(ctx, "a", g, 2); err != nil {
+	if err := control.Refund(ctx, k.For("a"), g, 2); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := k.Acquire(ctx, "a", 2); !again.Acquired() {

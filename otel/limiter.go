@@ -5,23 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/internal/backend"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/shadow"
+	"github.com/limitkit/ratelimit/waittrace"
 )
 
 // Limiter is a ratelimit.Limiter whose decisions are recorded on a
 // Recorder. It makes the decisions of the limiter it wraps and returns them
 // unchanged, but for the leases of a concurrency limiter (WithConfig of a
-// concurrency.Config), which it wraps to see their Release. It keeps the
-// capabilities other packages rely on, passing them to the wrapped limiter:
-// ratelimit.Idler (so partitioned can evict it), ratelimit.Refunder (so a
-// Chain gives its grants back), io.Closer and Stats.
+// concurrency.Config), which it wraps to see their Release. It unwraps to
+// the wrapped limiter, so the capabilities package control reaches
+// (Reset, Reconfigure, Stats) and partitioned's idleness are its; its own
+// Refund times the wrapped limiter's (see Refund). It is an io.Closer.
 type Limiter struct {
 	l     ratelimit.Limiter
-	ow    ratelimit.ObservableWaiter // l, when it reports the Waits that queue
 	r     *Recorder
 	owned bool // Close closes r too (New made it)
 }
@@ -56,8 +57,7 @@ func (r *Recorder) Wrap(l ratelimit.Limiter) *Limiter {
 	if l == nil {
 		return nil
 	}
-	ow, _ := l.(ratelimit.ObservableWaiter)
-	return &Limiter{l: l, ow: ow, r: r}
+	return &Limiter{l: l, r: r}
 }
 
 // ForKey wraps the limiters that newLimiter makes, for partitioned.Config's
@@ -110,76 +110,36 @@ func (w *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	return r.hold(lease, err, permits), err
 }
 
-// Wait is the wrapped limiter's Wait, recorded. When the wrapped limiter is
-// a ratelimit.ObservableWaiter (every limiter of limitkit with a queue), only
-// the calls that queue are counted by ratelimit.queued_requests while they
-// wait, and their time in the queue recorded by
-// ratelimit.request.time_in_queue; a call answered at once costs what an
-// Acquire does. Of another limiter, every call is counted and timed from
-// call to answer.
+// Wait is the wrapped limiter's Wait, recorded. The calls that queue (as
+// the wrapped limiter tells the waittrace hooks of their ctx: every
+// limiter of limitkit with a queue does) are counted by
+// ratelimit.queued_requests while they wait, and their time in the queue
+// recorded by ratelimit.request.time_in_queue; a call answered at once
+// costs what an Acquire does, and one allocation (ctx with the hooks).
+// The hooks already on ctx are told too.
 func (w *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	return w.wait(ctx, permits, (*queueObserver)(w.r))
-}
-
-// WaitObserved is Wait, recorded, telling o too (ratelimit.ObservableWaiter),
-// so that a limiter over this one (a partitioned limiter, a Chain) can tell
-// its own observer of the Waits that queue.
-func (w *Limiter) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
-	if o == nil {
-		return w.Wait(ctx, permits)
-	}
-	t := &teller{r: (*queueObserver)(w.r), o: o}
-	lease, err := w.wait(ctx, permits, t)
-	if t.queued {
-		o.Dequeued(ctx, permits, t.d, lease, err) // with the lease Wait returns
-	}
-	return lease, err
-}
-
-// wait is the wrapped limiter's Wait, told to o, and recorded.
-func (w *Limiter) wait(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
-	var lease ratelimit.Lease
-	var err error
-	if w.ow != nil {
-		lease, err = w.ow.WaitObserved(ctx, permits, o)
-	} else {
-		lease, err = backend.WaitObserved(ctx, w.l, permits, o)
-	}
+	lease, err := w.l.Wait(w.r.withHooks(ctx), permits)
 	w.r.record(lease, err, permits)
 	return w.r.hold(lease, err, permits), err
 }
 
-// teller is the observer of one WaitObserved: it records the Wait on r,
-// and tells o it queued; WaitObserved tells o when it left, once the lease
-// it returns is made.
-type teller struct {
-	r      *queueObserver
-	o      ratelimit.QueueObserver
-	queued bool
-	d      time.Duration // the time queued
+// withHooks is ctx with r's waittrace hooks (a nil ctx, which the limiter
+// refuses, as it is).
+func (r *Recorder) withHooks(ctx context.Context) context.Context {
+	if ctx == nil {
+		return nil
+	}
+	return waittrace.WithHooks(ctx, r.hooks)
 }
 
-func (t *teller) Queued(ctx context.Context, permits int) {
-	t.r.Queued(ctx, permits)
-	t.queued = true
-	t.o.Queued(ctx, permits)
-}
+// queuedHook counts a Wait in the queue.
+func (r *Recorder) queuedHook(context.Context, int) { r.queued.Add(1) }
 
-func (t *teller) Dequeued(ctx context.Context, permits int, queued time.Duration, lease ratelimit.Lease, err error) {
-	t.r.Dequeued(ctx, permits, queued, lease, err)
-	t.d = queued
-}
-
-// queueObserver is a Recorder as the ratelimit.QueueObserver of Waits.
-type queueObserver Recorder
-
-func (o *queueObserver) Queued(context.Context, int) { o.queued.Add(1) }
-
-// Dequeued records with the Wait's ctx: the SDK takes exemplars (the trace
-// of the request that waited) from it.
-func (o *queueObserver) Dequeued(ctx context.Context, _ int, d time.Duration, lease ratelimit.Lease, err error) {
-	o.timeInQueue.Record(ctx, d.Seconds(), o.waitOpts[resultIndex(lease, err)]...)
-	o.queued.Add(-1)
+// dequeuedHook records a Wait's time in the queue, with the Wait's ctx:
+// the SDK takes exemplars (the trace of the request that waited) from it.
+func (r *Recorder) dequeuedHook(ctx context.Context, _ int, d time.Duration, granted bool, err error) {
+	r.timeInQueue.Record(ctx, d.Seconds(), r.waitOpts[result(granted, err)]...)
+	r.queued.Add(-1)
 }
 
 // hold wraps a concurrency grant to see its Release.
@@ -188,28 +148,32 @@ func (r *Recorder) hold(lease ratelimit.Lease, err error, permits int) ratelimit
 		return lease
 	}
 	h := &held{r: r, inner: lease, start: monotonic()}
+	h.o = ratelimit.Outcome{Limit: lease.Limit(), Releaser: h, Grows: lease.Outcome().Grows}
 	r.held.Add(1)
-	return ratelimit.NewLease(ratelimit.Decision{Granted: true, Remaining: lease.Remaining(), ResetAfter: lease.ResetAfter(), RetryAfter: -1},
-		lease.Limit(), ratelimit.ReasonNone, h.release)
+	return h.o.Lease(lease.Remaining(), 0, lease.ResetAfter(), 0)
 }
 
 // held is a concurrency lease being held.
 type held struct {
 	r     *Recorder
+	o     ratelimit.Outcome
 	inner ratelimit.Lease
 	start time.Duration // monotonic()
+	once  sync.Once
 }
 
-// release runs once, at the lease's first Release.
-func (h *held) release() {
-	h.inner.Release()
-	h.r.held.Add(-1)
-	h.r.leaseDuration.Record(context.Background(), (monotonic() - h.start).Seconds(), h.r.leaseOpts...)
+// Release runs once, at the lease's first Release.
+func (h *held) Release(uint64) {
+	h.once.Do(func() {
+		h.inner.Release()
+		h.r.held.Add(-1)
+		h.r.leaseDuration.Record(context.Background(), (monotonic() - h.start).Seconds(), h.r.leaseOpts...)
+	})
 }
 
 // Refund gives back a grant of the wrapped limiter, through its Refund when
-// it is a ratelimit.Refunder, else by releasing the lease (as Chain does
-// with members that are not). A concurrency lease is released (which is
+// it can (control.Refund), else by releasing the lease (as Chain does with
+// members that cannot). A concurrency lease is released (which is
 // what a concurrency limiter's Refund does). Each Refund of a Redis
 // limiter is timed in ratelimit.backend.duration, a concurrency lease's
 // release included (a script call too).
@@ -217,7 +181,9 @@ func (w *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 	if ctx == nil {
 		return ratelimit.ErrNilContext
 	}
-	rf, ok := w.l.(ratelimit.Refunder)
+	rf, ok := control.As[interface {
+		Refund(context.Context, ratelimit.Lease, int) error
+	}](w.l)
 	if w.r.leases || !ok {
 		if permits < 0 {
 			return ratelimit.ErrInvalidPermits
@@ -242,23 +208,6 @@ func (w *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 	}
 	w.r.backendDuration.Record(ctx, (monotonic() - start).Seconds(), w.r.backendOpts[res]...)
 	return err
-}
-
-// IdleFor is the wrapped limiter's IdleFor; a wrapped limiter that is not a
-// ratelimit.Idler is never idle.
-func (w *Limiter) IdleFor() (time.Duration, bool) {
-	if il, ok := w.l.(ratelimit.Idler); ok {
-		return il.IdleFor()
-	}
-	return 0, false
-}
-
-// Stats is the wrapped limiter's Stats; zero Stats when it has none.
-func (w *Limiter) Stats() ratelimit.Stats {
-	if st, ok := w.l.(interface{ Stats() ratelimit.Stats }); ok {
-		return st.Stats()
-	}
-	return ratelimit.Stats{}
 }
 
 // Close closes the wrapped limiter when it is an io.Closer, and the Recorder
@@ -290,9 +239,4 @@ func nonNil(ctx context.Context) context.Context {
 	return ctx
 }
 
-var (
-	_ ratelimit.ObservableWaiter = (*Limiter)(nil)
-	_ ratelimit.Idler            = (*Limiter)(nil)
-	_ ratelimit.Refunder         = (*Limiter)(nil)
-	_ io.Closer                  = (*Limiter)(nil)
-)
+var _ io.Closer = (*Limiter)(nil)

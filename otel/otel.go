@@ -18,8 +18,9 @@
 // when the Recorder is made, and the counters are kept in the Recorder and
 // reported by the OpenTelemetry SDK's collection (asynchronous instruments),
 // so that recording a decision of Acquire costs one atomic addition and
-// allocates nothing; a Wait answered at once costs the same (the limiter
-// says which Waits queue: ratelimit.ObservableWaiter). Durations (time in the
+// allocates nothing; a Wait answered at once costs the same and one
+// allocation (its ctx carries the Recorder's waittrace hooks, through which
+// the limiter says which Waits queue). Durations (time in the
 // queue, concurrency leases, Redis calls) are histograms, recorded as they
 // end.
 //
@@ -34,11 +35,11 @@ import (
 	"sync/atomic"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/internal/algo"
-	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/redis"
-	"github.com/limitkit/ratelimit/shadow"
+	"github.com/limitkit/ratelimit/waittrace"
 	otelapi "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -226,26 +227,24 @@ func algorithmOf(cfg ratelimit.Config) string {
 	return "unknown"
 }
 
-// detect fills the algorithm and backend that options left unset from l.
+// detect fills the algorithm and backend that options left unset from l,
+// through its Unwrap chain (see package control): the backend a limiter
+// names (its Backend method: memory and redis limiters), and "chain" for a
+// Chain (a limiter whose Unwrap returns its members).
 func (o *options) detect(l ratelimit.Limiter) {
-	outer := l
-	if s, ok := l.(*shadow.Limiter); ok {
-		l = s.Unwrap()
-	}
 	if o.backend == "" {
-		switch l.(type) {
-		case *redis.Limiter:
-			o.backend = "redis"
-		case memory.Limiter:
-			o.backend = "memory"
+		if b, ok := control.As[interface{ Backend() string }](l); ok {
+			o.backend = b.Backend()
 		}
 	}
 	// Stats is cheap in memory only (a Redis limiter's is a round trip).
-	if st, ok := outer.(interface{ Stats() ratelimit.Stats }); ok && o.backend == "memory" {
-		o.stats = st.Stats
+	if o.backend == "memory" {
+		if st, ok := control.As[interface{ Stats() ratelimit.Stats }](l); ok {
+			o.stats = st.Stats
+		}
 	}
 	if o.algorithm == "" {
-		if _, ok := l.(*ratelimit.ChainLimiter); ok {
+		if _, ok := control.As[interface{ Unwrap() []ratelimit.Limiter }](l); ok {
 			o.algorithm = "chain"
 		}
 	}
@@ -289,6 +288,7 @@ type Recorder struct {
 	failuresObs  metric.Int64ObservableCounter
 	availableObs metric.Int64ObservableGauge
 	stats        func() ratelimit.Stats // the limiter New wrapped, when it reports Stats in memory
+	hooks        *waittrace.Hooks       // the Waits' queue instruments
 	registration metric.Registration
 	closed       atomic.Bool
 }
@@ -323,6 +323,7 @@ func newRecorder(o *options) (*Recorder, error) {
 		mode = "shadow"
 	}
 	r := &Recorder{timed: o.backend == "redis", leases: o.algorithm == "concurrency"}
+	r.hooks = &waittrace.Hooks{Queued: r.queuedHook, Dequeued: r.dequeuedHook}
 	base := append([]attribute.KeyValue{
 		PolicyKey.String(o.policy), AlgorithmKey.String(o.algorithm),
 		BackendKey.String(o.backend), ModeKey.String(mode),
@@ -484,11 +485,14 @@ func (r *Recorder) CountRedisFailures() func(error) {
 }
 
 // resultIndex is 0 for a grant, 1 for a refusal, 2 for an error.
-func resultIndex(lease ratelimit.Lease, err error) int {
+func resultIndex(lease ratelimit.Lease, err error) int { return result(lease.Acquired(), err) }
+
+// result is the index of an answer, granted or not, with err.
+func result(granted bool, err error) int {
 	switch {
 	case err != nil:
 		return 2
-	case lease.Acquired():
+	case granted:
 		return 0
 	}
 	return 1

@@ -114,8 +114,7 @@ func TestKeyedWaitQueued(t *testing.T) {
 	m := newMeter(t)
 	cfg := concurrency.Config{Limit: 1}
 	clock := newClock()
-	p, err := partitioned.New(partitioned.Config[string]{
-		Key: func(s string) string { return s },
+	p, err := partitioned.New(partitioned.Config{
 		New: func(string) (ratelimit.Limiter, error) { return mustMemory(t, cfg, clock), nil },
 	})
 	if err != nil {
@@ -183,9 +182,9 @@ func TestKeyedPolicy(t *testing.T) {
 	waitBehind(t, m, func() (ratelimit.Lease, error) { return k.Wait(ctx, "u", 1) })
 }
 
-// A recorded limiter is an ObservableWaiter too, so that a limiter over it
-// learns of the Waits that queue: the kit's contract holds for it, a
-// concurrency limit's (whose leases it wraps) included.
+// A recorded limiter tells the hooks already on a Wait's ctx too, so that a
+// limiter over it learns of the Waits that queue: the kit's contract holds
+// for it, a concurrency limit's (whose leases it wraps) included.
 func TestRecordedContract(t *testing.T) {
 	m := newMeter(t)
 	for _, a := range conformance.Algorithms() {

@@ -23,7 +23,7 @@ func TestChainOfPartitionAndGlobalSpendsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perIP, err := partitioned.New(partitioned.Config[string]{Key: func(ip string) string { return ip }, New: f.ForKey})
+	perIP, err := partitioned.New(partitioned.Config{New: f.ForKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestChainGivesBackOverflowGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer overflow.Close()
-	l := newPartitioned(t, partitioned.Config[string]{Key: identity, New: f.ForKey, MaxPartitions: 1, Overflow: overflow, Clock: clock})
+	l := newPartitioned(t, partitioned.Config{New: f.ForKey, MaxPartitions: 1, Overflow: overflow, Clock: clock})
 	held, err := l.Acquire(bg, "a", 1) // a's partition is busy: the only place
 	if err != nil || !held.Acquired() {
 		t.Fatal(held, err)
@@ -121,7 +121,7 @@ func TestOverflowRefundNeverCreditsAPartition(t *testing.T) {
 	}
 	overflow := tb.New()
 	defer overflow.Close()
-	l := newPartitioned(t, partitioned.Config[string]{Key: identity, MaxPartitions: 1, Overflow: overflow, Clock: clock,
+	l := newPartitioned(t, partitioned.Config{MaxPartitions: 1, Overflow: overflow, Clock: clock,
 		New: func(k string) (ratelimit.Limiter, error) {
 			if k == "a" {
 				return cc.New(), nil
@@ -175,8 +175,8 @@ func TestOverflowGrantGoesToItsOwner(t *testing.T) {
 	innerOverflow, outerOverflow := tb.New(), tb.New()
 	defer innerOverflow.Close()
 	defer outerOverflow.Close()
-	inner := newPartitioned(t, partitioned.Config[string]{Key: identity, New: tb.ForKey, MaxPartitions: 1, Overflow: innerOverflow, Clock: clock})
-	outer := newPartitioned(t, partitioned.Config[string]{Key: identity, Overflow: outerOverflow, Clock: clock,
+	inner := newPartitioned(t, partitioned.Config{New: tb.ForKey, MaxPartitions: 1, Overflow: innerOverflow, Clock: clock})
+	outer := newPartitioned(t, partitioned.Config{Overflow: outerOverflow, Clock: clock,
 		New: func(k string) (ratelimit.Limiter, error) { return inner.For(k), nil }})
 	if g, _ := inner.Acquire(bg, "a", 1); !g.Acquired() { // a, spent, holds inner's only place
 		t.Fatal(g)

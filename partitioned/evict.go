@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
 )
 
 // closeError is the error of closing the limiter of a partition's key.
@@ -16,7 +17,7 @@ type closeError struct {
 
 // discard closes lim, key's limiter that no partition holds, and reports
 // its error with the errors of closed.
-func (l *Limiter[R]) discard(key string, lim ratelimit.Limiter, closed []closeError) {
+func (l *Limiter) discard(key string, lim ratelimit.Limiter, closed []closeError) {
 	if err := closeLimiter(lim); err != nil {
 		closed = append(closed, closeError{key, err})
 	}
@@ -25,7 +26,7 @@ func (l *Limiter[R]) discard(key string, lim ratelimit.Limiter, closed []closeEr
 
 // report hands the errors of closing evicted or discarded limiters to
 // Config.OnCloseError. It must be called with no lock held.
-func (l *Limiter[R]) report(closed []closeError) {
+func (l *Limiter) report(closed []closeError) {
 	if f := l.cfg.OnCloseError; f != nil {
 		for _, c := range closed {
 			f(c.key, c.err)
@@ -37,7 +38,7 @@ func (l *Limiter[R]) report(closed []closeError) {
 // of s's, or else one of another shard whose lock is free (waiting for it
 // while holding s's could deadlock with a call doing the same the other way).
 // The error of closing the evicted limiter is added to closed. Requires s.mu.
-func (l *Limiter[R]) makeRoom(s *shard, closed *[]closeError) bool {
+func (l *Limiter) makeRoom(s *shard, closed *[]closeError) bool {
 	if l.evictOne(s, closed) {
 		return true
 	}
@@ -59,7 +60,7 @@ func (l *Limiter[R]) makeRoom(s *shard, closed *[]closeError) bool {
 // evictOne evicts one idle partition of s, looking at a few at most from a
 // random slot on, adding the error of closing its limiter to closed.
 // Requires s.mu.
-func (l *Limiter[R]) evictOne(s *shard, closed *[]closeError) bool {
+func (l *Limiter) evictOne(s *shard, closed *[]closeError) bool {
 	mask := len(s.slots) - 1
 	seen, start := 0, rand.IntN(len(s.slots))
 	for k := range s.slots {
@@ -81,17 +82,18 @@ func (l *Limiter[R]) evictOne(s *shard, closed *[]closeError) bool {
 // idle reports whether the partition in slot i is in its initial state
 // with nothing in flight, and for how long. Requires s.mu (write), so
 // in-flight counts cannot rise.
-func (l *Limiter[R]) idle(s *shard, i int) (time.Duration, bool) {
+func (l *Limiter) idle(s *shard, i int) (time.Duration, bool) {
 	p := l.store.at(uint32(s.slots[i]) - 1)
 	if p.inflight.Load() != 0 {
 		return 0, false
 	}
-	return p.limiter.(ratelimit.Idler).IdleFor() // create admits Idlers only
+	il, _ := control.As[Idler](p.limiter) // create admits Idlers only
+	return il.IdleFor()
 }
 
 // evict removes the partition in slot i, closes its limiter and frees its
 // place; the error of closing is added to closed. Requires s.mu.
-func (l *Limiter[R]) evict(s *shard, i int, closed *[]closeError) {
+func (l *Limiter) evict(s *shard, i int, closed *[]closeError) {
 	id := uint32(s.slots[i]) - 1
 	s.remove(i)
 	l.live.Add(-1)
@@ -115,7 +117,7 @@ func closeLimiter(lim ratelimit.Limiter) error {
 // sweep evicts every partition idle for IdleTimeout, then re-arms itself.
 // The errors of closing the evicted limiters go to Config.OnCloseError,
 // shard by shard, once the shard's lock is released.
-func (l *Limiter[R]) sweep() {
+func (l *Limiter) sweep() {
 	var closed []closeError
 	for i := range l.shards {
 		if l.closed.Load() {
@@ -139,6 +141,6 @@ func (l *Limiter[R]) sweep() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.closed.Load() {
-		l.timer.Reset(l.sweepEvery())
+		l.stop = l.afterFunc(l.sweepEvery(), l.sweep)
 	}
 }

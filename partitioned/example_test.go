@@ -13,8 +13,7 @@ import (
 
 // One limit of 2 per hour for each client IP; the office network is exempt.
 func ExampleNew() {
-	perIP, err := partitioned.New(partitioned.Config[string]{
-		Key: func(ip string) string { return ip },
+	perIP, err := partitioned.New(partitioned.Config{
 		New: func(ip string) (ratelimit.Limiter, error) {
 			if ip == "10.0.0.1" {
 				return partitioned.NoLimit(), nil

@@ -12,9 +12,9 @@ import (
 	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
-// The kit's contract, ObservableWaitReports included, holds for a
-// partition's limiter (For) and a Shared limiter: each passes WaitObserved
-// on to the memory limiter it stands for.
+// The kit's contract, WaitTraceReports included, holds for a partition's
+// limiter (For) and a Shared limiter: the memory limiter each stands for
+// tells its queueing to the Wait's ctx.
 func TestContractWrappers(t *testing.T) {
 	newMemory := func(c int64) memory.Limiter {
 		l, err := memory.New(tokenbucket.Config{Rate: rate.Limit(2 * c), Burst: int(c), Queue: ratelimit.Queue{Limit: int(c)}})
@@ -25,8 +25,7 @@ func TestContractWrappers(t *testing.T) {
 	}
 	for name, newLimiter := range map[string]func(c int64) ratelimit.Limiter{
 		"For": func(c int64) ratelimit.Limiter {
-			p := newPartitioned(t, partitioned.Config[string]{
-				Key: identity,
+			p := newPartitioned(t, partitioned.Config{
 				New: func(string) (ratelimit.Limiter, error) { return newMemory(c), nil },
 			})
 			return p.For("k")

@@ -23,8 +23,8 @@ import (
 func TestChainAndFromRatePartitionsAreEvicted(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	var closed atomic.Int64
-	l := newPartitioned(t, partitioned.Config[string]{
-		Key: identity, MaxPartitions: 2, IdleTimeout: time.Hour, Clock: clock,
+	l := newPartitioned(t, partitioned.Config{
+		MaxPartitions: 2, IdleTimeout: time.Hour, Clock: clock,
 		New: func(key string) (ratelimit.Limiter, error) {
 			if key == "xrate" {
 				return ratelimit.FromRate(rate.NewLimiter(1e9, 1)), nil // refills in a nanosecond
@@ -57,13 +57,15 @@ func TestChainAndFromRatePartitionsAreEvicted(t *testing.T) {
 }
 
 // closer counts the Close calls of a chain, which is an Idler but not a
-// Closer.
+// Closer; it unwraps to the chain.
 type closer struct {
-	*ratelimit.ChainLimiter
+	ratelimit.Limiter
 	closed *atomic.Int64
 }
 
 func (c closer) Close() error { c.closed.Add(1); return nil }
+
+func (c closer) Unwrap() ratelimit.Limiter { return c.Limiter }
 
 // plain hides every method of a limiter but Acquire and Wait: it is not an
 // Idler.
@@ -75,7 +77,7 @@ type plain struct {
 func (p plain) Close() error { p.closed.Add(1); return nil }
 
 // TestLimiterThatCannotBeEvictedIsRefused: a limiter that is not a
-// ratelimit.Idler could never be evicted, so Config.New returning one
+// Idler could never be evicted, so Config.New returning one
 // creates no partition, and the limiter, made for it, is closed.
 func TestLimiterThatCannotBeEvictedIsRefused(t *testing.T) {
 	var closed atomic.Int64
@@ -84,7 +86,7 @@ func TestLimiterThatCannotBeEvictedIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	l := newPartitioned(t, partitioned.Config[string]{Key: identity, New: func(string) (ratelimit.Limiter, error) {
+	l := newPartitioned(t, partitioned.Config{New: func(string) (ratelimit.Limiter, error) {
 		return plain{struct{ ratelimit.Limiter }{m}, &closed}, nil
 	}})
 	_, err = l.Acquire(bg, "k", 1)
@@ -110,7 +112,7 @@ func TestSharedLimiterIsNeverClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	l, err := partitioned.New(partitioned.Config[string]{Key: identity, MaxPartitions: 4, IdleTimeout: time.Hour, Clock: clock,
+	l, err := partitioned.New(partitioned.Config{MaxPartitions: 4, IdleTimeout: time.Hour, Clock: clock,
 		New: func(string) (ratelimit.Limiter, error) { return partitioned.Shared(pool), nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -142,12 +144,12 @@ func TestSharedLimiterIsNeverClosed(t *testing.T) {
 	if lease, err := pool.Acquire(context.Background(), 1); err != nil || !lease.Acquired() {
 		t.Fatalf("the shared limiter after an eviction and Close: %v %v, want it open", lease, err)
 	}
-	var none *ratelimit.ChainLimiter
+	var none ratelimit.Limiter
 	if partitioned.Shared(nil) != nil || partitioned.Shared(none) != nil {
 		t.Fatal("Shared of a nil limiter is not nil")
 	}
 	var closed atomic.Int64
-	refusing := newPartitioned(t, partitioned.Config[string]{Key: identity, New: func(string) (ratelimit.Limiter, error) {
+	refusing := newPartitioned(t, partitioned.Config{New: func(string) (ratelimit.Limiter, error) {
 		return partitioned.Shared(plain{struct{ ratelimit.Limiter }{pool}, &closed}), nil
 	}})
 	if _, err := refusing.Acquire(bg, "k", 1); !errors.Is(err, partitioned.ErrNoPartition) {
@@ -160,14 +162,14 @@ func TestSharedLimiterIsNeverClosed(t *testing.T) {
 // idle (For reports its partition's idleness).
 func TestChainOfForIsEvicted(t *testing.T) {
 	clock := ratelimittest.NewClock()
-	perIP := newPartitioned(t, partitioned.Config[string]{Key: identity, Clock: clock,
+	perIP := newPartitioned(t, partitioned.Config{Clock: clock,
 		New: memoryOf(fixedwindow.Config{Limit: 1, Window: time.Second}, clock)})
 	global, err := memory.New(fixedwindow.Config{Limit: 10, Window: time.Second}, memory.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer global.Close()
-	l := newPartitioned(t, partitioned.Config[string]{Key: identity, MaxPartitions: 1, IdleTimeout: time.Hour, Clock: clock,
+	l := newPartitioned(t, partitioned.Config{MaxPartitions: 1, IdleTimeout: time.Hour, Clock: clock,
 		New: func(ip string) (ratelimit.Limiter, error) { return ratelimit.Chain(perIP.For(ip), global), nil }})
 	if lease, err := l.Acquire(bg, "192.0.2.1", 1); err != nil || !lease.Acquired() {
 		t.Fatal(lease, err)

@@ -1,14 +1,17 @@
-// Package partitioned keeps one limiter per resource: per user, per client
-// IP, per tenant, per upstream host. Partitions are created on first use and
+// Package partitioned keeps one limiter per key: per user, per client IP,
+// per tenant, per upstream host. A Limiter is a ratelimit.Keyed, what the
+// middlewares and the policy registry take; Global and Func make the other
+// Keyed limiters (one limiter for every key, a function of the key).
+// Partitions are created on first use and
 // evicted when they have been idle (back in their initial state, nobody
 // waiting, no call in flight) for IdleTimeout, so memory is bounded by the
-// active resources and eviction never changes a decision: a partition
+// active keys and eviction never changes a decision: a partition
 // created again decides exactly as the evicted one would have.
 //
 // MaxPartitions bounds the partitions alive at once. When it is reached, a
-// new resource takes the place of an idle partition, in any shard (a few
+// new key takes the place of an idle partition, in any shard (a few
 // partitions are looked at in each); when none is found idle, the new
-// resource is refused (ratelimit.ReasonNoPartition) or, when Overflow is
+// key is refused (ratelimit.ReasonNoPartition) or, when Overflow is
 // set, shares that limiter. Active partitions are never evicted to make
 // room.
 //
@@ -22,7 +25,8 @@
 // errors; Config.OnCloseError receives the others.
 //
 // It relies on one capability of its partitions' limiters: they are
-// ratelimit.Idlers (every limiter of this module is), so that a partition
+// Idlers, directly or through Unwrap (every limiter of this module is), so
+// that a partition
 // is evicted only when dropping its limiter changes no decision. A limiter
 // that is not an Idler could never be evicted, and would hold its place
 // (and, at MaxPartitions, refuse new keys) for ever: Config.New returning
@@ -40,25 +44,25 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
-	"github.com/limitkit/ratelimit/internal/leases"
 )
 
-// Config configures a partitioned limiter over resources of type R.
-type Config[R any] struct {
-	// Key maps a resource to its partition key. Required. Any string is a
-	// key, "" included, and reaches New unchanged; a backend may refuse
-	// some (redis refuses keys that are empty or longer than 1024 bytes),
-	// and a call then gets New's error, wrapped in ErrNoPartition.
-	Key func(R) string
+// Config configures a partitioned limiter. Any string is a key, ""
+// included, and reaches New unchanged; a backend may refuse some (redis
+// refuses keys that are empty or longer than 1024 bytes), and a call then
+// gets New's error, wrapped in ErrNoPartition. The key of a request (its
+// client IP, its user) is the caller's to compute: httplimit.KeyFunc,
+// grpclimit's Key.
+type Config struct {
 	// New creates the limiter of a partition; it sees the key, so it may
 	// choose a config per key (or return NoLimit for exempt ones). It runs
 	// outside every lock. Required. The partition owns the limiter: it is
 	// closed (when it is an io.Closer) once the partition is evicted or the
 	// Limiter closed, so return a new limiter per call, or wrap one shared
-	// between keys with Shared. The limiter must be a ratelimit.Idler. An
+	// between keys with Shared. The limiter must be an Idler. An
 	// error, a nil limiter or one that is not an Idler (which is closed)
 	// creates no partition: the call gets an error wrapping ErrNoPartition
 	// (and the factory's error, or ratelimit.ErrInvalidConfig).
@@ -69,7 +73,7 @@ type Config[R any] struct {
 	// MaxPartitions bounds the partitions alive at once; zero means 1<<20,
 	// and it may be at most math.MaxInt32.
 	MaxPartitions int
-	// Overflow, if set, serves new resources while MaxPartitions are busy;
+	// Overflow, if set, serves new keys while MaxPartitions are busy;
 	// otherwise they are refused with ReasonNoPartition.
 	Overflow ratelimit.Limiter
 	// Clock drives the sweeper; nil means the system clock.
@@ -99,21 +103,21 @@ var ErrNoPartition = errors.New("partitioned: cannot create partition")
 
 // The leases of refusals for want of a partition (capacity 0) and of NoLimit
 // (capacity -1: none).
-var noPartition, unlimited = leases.MakeInfos(0), leases.MakeInfos(-1)
+var noPartition, unlimited = backend.MakeOutcomes(0), backend.MakeOutcomes(-1)
 
 const shards = 64
 
 // Limiter is a partitioned limiter; safe for concurrent use.
-type Limiter[R any] struct {
-	cfg    Config[R]
+type Limiter struct {
+	cfg    Config
 	seed   maphash.Seed
 	shards [shards]shard
 	store  store
 	live   atomic.Int64
 	stats  struct{ created, evicted, refused atomic.Int64 }
 
-	mu     sync.Mutex // guards timer and closed
-	timer  ratelimit.Timer
+	mu     sync.Mutex  // guards stop and closed
+	stop   func() bool // the sweeper's timer's
 	closed atomic.Bool
 
 	reconfMu sync.Mutex                       // one Reconfigure at a time
@@ -121,9 +125,9 @@ type Limiter[R any] struct {
 }
 
 // New validates cfg and starts the sweeper.
-func New[R any](cfg Config[R]) (*Limiter[R], error) {
-	if cfg.Key == nil || cfg.New == nil {
-		return nil, fmt.Errorf("%w: partitioned: Key and New are required", ratelimit.ErrInvalidConfig)
+func New(cfg Config) (*Limiter, error) {
+	if cfg.New == nil {
+		return nil, fmt.Errorf("%w: partitioned: New is required", ratelimit.ErrInvalidConfig)
 	}
 	if cfg.Overflow != nil && check.IsNil(cfg.Overflow) {
 		return nil, fmt.Errorf("%w: partitioned: Overflow is a nil %T", ratelimit.ErrInvalidConfig, cfg.Overflow)
@@ -140,31 +144,31 @@ func New[R any](cfg Config[R]) (*Limiter[R], error) {
 	if cfg.MaxPartitions == 0 {
 		cfg.MaxPartitions = 1 << 20
 	}
-	l := &Limiter[R]{cfg: cfg, seed: maphash.MakeSeed()}
+	l := &Limiter{cfg: cfg, seed: maphash.MakeSeed()}
 	for i := range l.shards {
 		l.shards[i].slots = make([]uint64, minSlots)
 	}
-	l.timer = l.afterFunc(l.sweepEvery(), l.sweep)
+	l.stop = l.afterFunc(l.sweepEvery(), l.sweep)
 	return l, nil
 }
 
 // afterFunc sets a timer on the configured clock, or the system's.
-func (l *Limiter[R]) afterFunc(d time.Duration, f func()) ratelimit.Timer {
+func (l *Limiter) afterFunc(d time.Duration, f func()) (stop func() bool) {
 	if l.cfg.Clock == nil {
-		return time.AfterFunc(d, f)
+		return time.AfterFunc(d, f).Stop
 	}
 	return l.cfg.Clock.AfterFunc(d, f)
 }
 
 // sweepEvery is the sweeper's period: a quarter of IdleTimeout, so a
 // partition is evicted at most 1.25×IdleTimeout after it became idle.
-func (l *Limiter[R]) sweepEvery() time.Duration { return max(l.cfg.IdleTimeout/4, time.Millisecond) }
+func (l *Limiter) sweepEvery() time.Duration { return max(l.cfg.IdleTimeout/4, time.Millisecond) }
 
 // maxPartitions keeps the store's places within uint32.
 const maxPartitions = math.MaxInt32
 
 // hash returns key's shard and the hash that places it in the shard.
-func (l *Limiter[R]) hash(key string) (*shard, uint32) {
+func (l *Limiter) hash(key string) (*shard, uint32) {
 	h := maphash.String(l.seed, key)
 	return &l.shards[h>>58], uint32(h) // shards = 64: the top 6 bits
 }
@@ -174,7 +178,7 @@ func (l *Limiter[R]) hash(key string) (*shard, uint32) {
 // negative permits (ratelimit.ErrInvalidPermits), a nil ctx
 // (ratelimit.ErrNilContext) or a done one (ctx.Err()). Permits over the
 // partition's capacity are its limiter's to report.
-func (l *Limiter[R]) check(ctx context.Context, permits int) error {
+func (l *Limiter) check(ctx context.Context, permits int) error {
 	if l == nil || l.cfg.New == nil {
 		return fmt.Errorf("%w: partitioned: a Limiter must be made by New", ratelimit.ErrInvalidConfig)
 	}
@@ -184,42 +188,35 @@ func (l *Limiter[R]) check(ctx context.Context, permits int) error {
 	return base.CheckContext(ctx)
 }
 
-// Acquire takes permits from resource's partition now, or refuses. An
+// Acquire takes permits from key's partition now, or refuses. An
 // invalid call (see Wait) is reported before any partition is looked up
 // or created.
-func (l *Limiter[R]) Acquire(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
-	return l.take(ctx, resource, permits, false, nil)
+func (l *Limiter) Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
+	return l.take(ctx, key, permits, false)
 }
 
-// Wait takes permits from resource's partition, waiting until ctx is done.
+// Wait takes permits from key's partition, waiting until ctx is done.
 // Negative permits (ratelimit.ErrInvalidPermits), a nil ctx
 // (ratelimit.ErrNilContext), a done one (ctx.Err()) and a Limiter not made
 // by New (ratelimit.ErrInvalidConfig) are reported before any partition is
 // looked up or created; then a closed Limiter returns ratelimit.ErrClosed.
-func (l *Limiter[R]) Wait(ctx context.Context, resource R, permits int) (ratelimit.Lease, error) {
-	return l.take(ctx, resource, permits, true, nil)
+// The partition's limiter tells its queueing to ctx's waittrace hooks.
+func (l *Limiter) Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
+	return l.take(ctx, key, permits, true)
 }
 
-// WaitObserved is Wait, telling o (when not nil) of the time the call
-// spends queued, as ratelimit.ObservableWaiter says: the partition's
-// limiter tells it when it is an ObservableWaiter (memory, redis, Chain,
-// FromRate); the Wait of another is told as queued for its whole duration.
-func (l *Limiter[R]) WaitObserved(ctx context.Context, resource R, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
-	return l.take(ctx, resource, permits, true, o)
-}
-
-// take checks the call, then asks resource's partition for permits: it
-// waits (Wait, telling o) if wait is set, and asks now (Acquire) otherwise.
-func (l *Limiter[R]) take(ctx context.Context, resource R, permits int, wait bool, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+// take checks the call, then asks key's partition for permits: it
+// waits if wait is set, and asks now (Acquire) otherwise.
+func (l *Limiter) take(ctx context.Context, key string, permits int, wait bool) (ratelimit.Lease, error) {
 	if err := l.check(ctx, permits); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	lim, p, lease, err := l.get(resource)
+	lim, p, lease, err := l.get(key)
 	if lim == nil {
 		return lease, err
 	}
 	if wait {
-		lease, err = backend.WaitObserved(ctx, lim, permits, o)
+		lease, err = lim.Wait(ctx, permits)
 	} else {
 		lease, err = lim.Acquire(ctx, permits)
 	}
@@ -235,50 +232,51 @@ func (l *Limiter[R]) take(ctx context.Context, resource R, permits int, wait boo
 // Refund gives it back to Overflow, never to a partition of the key. (The
 // key's partition, made since, could take it as its own: the limiters of
 // one memory.Factory cannot tell each other's grants apart.)
-type overflowGrant[R any] struct {
-	info  leases.Info
-	owner *Limiter[R] // whose Overflow made it
+type overflowGrant struct {
+	o     ratelimit.Outcome
+	owner *Limiter // whose Overflow made it
 	lease ratelimit.Lease
 }
 
-func (g *overflowGrant[R]) Release(uint64) { g.lease.Release() }
+func (g *overflowGrant) Release(uint64) { g.lease.Release() }
 
 // fromOverflow returns lease, the Overflow limiter's answer to a request
 // of permits, as its caller gets it: a grant of permits is marked (see
 // overflowGrant, one allocation: Overflow serves only while MaxPartitions
 // are busy), with the same figures; anything else is returned as it is.
-func (l *Limiter[R]) fromOverflow(lease ratelimit.Lease, permits int) ratelimit.Lease {
+func (l *Limiter) fromOverflow(lease ratelimit.Lease, permits int) ratelimit.Lease {
 	if !lease.Acquired() || permits == 0 {
 		return lease
 	}
-	g := &overflowGrant[R]{owner: l, lease: lease}
-	g.info = leases.WithGrows(leases.GrantInfo(lease.Limit(), g), leases.Lease(lease).Grows())
-	return ratelimit.Lease(g.info.Grant(lease.Remaining(), lease.ResetAfter(), 0))
+	g := &overflowGrant{owner: l, lease: lease}
+	g.o = ratelimit.Outcome{Limit: lease.Limit(), Releaser: g, Grows: lease.Outcome().Grows}
+	return g.o.Lease(lease.Remaining(), 0, lease.ResetAfter(), 0)
 }
 
 // Refund takes back lease, a grant of permits that Acquire or Wait made
-// for resource (see ratelimit.Refunder), as Chain does with the grants of
-// its members: it passes it to the limiter that made it (resource's
-// partition's, or Overflow's), which refunds it when it is a
-// ratelimit.Refunder and else releases it (what a grant holds, as a
-// concurrency permit, is given back; a rate limiter's grant stays spent).
-// It never creates a partition: when resource's partition is gone
+// for key (see control.Refund), as Chain does with the grants of its
+// members: it passes it to the limiter that made it (key's partition's,
+// or Overflow's), which refunds it when it can and else releases it (what
+// a grant holds, as a concurrency permit, is given back; a rate limiter's
+// grant stays spent).
+// It never creates a partition: when key's partition is gone
 // (evicted idle), the lease is released, and what it took stays spent
 // until it comes back with time. With memory limiters an idle partition
 // has had it back already; a Redis handle is idle at once, so a refund
 // that comes after its eviction leaves the permits spent (stricter than
 // the limit, never looser).
-func (l *Limiter[R]) Refund(ctx context.Context, resource R, lease ratelimit.Lease, permits int) error {
+func (l *Limiter) Refund(ctx context.Context, key string, lease ratelimit.Lease, permits int) error {
 	if err := l.check(ctx, permits); err != nil {
 		return err
 	}
 	if l.closed.Load() {
 		return ratelimit.ErrClosed
 	}
-	if g, ok := leases.Lease(lease).Releaser().(*overflowGrant[R]); ok && g.owner == l {
-		return undo(ctx, l.cfg.Overflow, g.lease, permits)
+	if o := lease.Outcome(); o != nil {
+		if g, ok := o.Releaser.(*overflowGrant); ok && g.owner == l && o == &g.o {
+			return undo(ctx, l.cfg.Overflow, g.lease, permits)
+		}
 	}
-	key := l.cfg.Key(resource)
 	s, h := l.hash(key)
 	s.mu.RLock()
 	_, p := s.find(&l.store, key, h)
@@ -295,24 +293,38 @@ func (l *Limiter[R]) Refund(ctx context.Context, resource R, lease ratelimit.Lea
 }
 
 // undo gives back lease, a grant of permits that lim made: Refund when lim
-// is a ratelimit.Refunder, Release otherwise.
+// can (control.Refund), Release otherwise.
 func undo(ctx context.Context, lim ratelimit.Limiter, lease ratelimit.Lease, permits int) error {
-	if r, ok := lim.(ratelimit.Refunder); ok {
+	if r, ok := control.As[refunder](lim); ok {
 		return r.Refund(ctx, lease, permits)
 	}
 	lease.Release()
 	return nil
 }
 
-// get returns the limiter that serves resource: its partition's, which p
+type refunder interface {
+	Refund(ctx context.Context, lease ratelimit.Lease, permits int) error
+}
+
+// Idler is a limiter that can tell when dropping it and making a new one
+// of the same config would change no decision: IdleFor reports ok when the
+// limiter is in its initial state (full bucket, empty window, nothing
+// held, nobody waiting, no call in flight) and d, how long it has been so,
+// as far as the limiter knows (at least how long it has been unused).
+// Every limiter of this module is one, directly or through Unwrap (see
+// package control); a partition is evicted only when its limiter is idle.
+type Idler interface {
+	IdleFor() (d time.Duration, ok bool)
+}
+
+// get returns the limiter that serves key: its partition's, which p
 // holds by one in-flight call until the caller's p.done, or the overflow
 // limiter (p nil). When there is none, lim is nil and lease, err
 // are the answer.
-func (l *Limiter[R]) get(resource R) (lim ratelimit.Limiter, p *partition, lease ratelimit.Lease, err error) {
+func (l *Limiter) get(key string) (lim ratelimit.Limiter, p *partition, lease ratelimit.Lease, err error) {
 	if l.closed.Load() {
 		return nil, nil, lease, ratelimit.ErrClosed
 	}
-	key := l.cfg.Key(resource)
 	s, h := l.hash(key)
 	s.mu.RLock()
 	_, p = s.find(&l.store, key, h)
@@ -332,14 +344,14 @@ func (l *Limiter[R]) get(resource R) (lim ratelimit.Limiter, p *partition, lease
 		return l.cfg.Overflow, nil, lease, nil
 	}
 	l.stats.refused.Add(1)
-	return nil, nil, backend.Lease(&noPartition, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonNoPartition, 0), nil
+	return nil, nil, (&noPartition).Lease(backend.Decision{RetryAfter: -1}, ratelimit.ReasonNoPartition, 0), nil
 }
 
 // create makes key's partition, raised by one in-flight call, or returns nil
 // when MaxPartitions are busy. The factory runs outside the lock; when two
 // calls race to create one key, one partition wins and the other limiter is
 // closed unused.
-func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) {
+func (l *Limiter) create(s *shard, key string, h uint32) (*partition, error) {
 	lim, err := l.cfg.New(key)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrNoPartition, key, err)
@@ -347,9 +359,9 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 	if check.IsNil(lim) {
 		return nil, fmt.Errorf("%w %q: %w: Config.New returned a nil limiter (%T) and no error", ErrNoPartition, key, ratelimit.ErrInvalidConfig, lim)
 	}
-	if !isIdler(lim) {
+	if _, ok := control.As[Idler](lim); !ok {
 		l.discard(key, lim, nil) // it was made for this partition: closed, as any discarded
-		return nil, fmt.Errorf("%w %q: %w: Config.New returned a %T, which is not a ratelimit.Idler: its partition could never be evicted", ErrNoPartition, key, ratelimit.ErrInvalidConfig, lim)
+		return nil, fmt.Errorf("%w %q: %w: Config.New returned a %T, which is not an Idler: its partition could never be evicted", ErrNoPartition, key, ratelimit.ErrInvalidConfig, lim)
 	}
 	applied := l.reconf.Load()
 	reconfigureNew(lim, applied)
@@ -403,7 +415,7 @@ func (l *Limiter[R]) create(s *shard, key string, h uint32) (*partition, error) 
 
 // Stats returns the partition counters; Live never exceeds MaxPartitions.
 // A nil Limiter has none.
-func (l *Limiter[R]) Stats() Stats {
+func (l *Limiter) Stats() Stats {
 	if l == nil {
 		return Stats{}
 	}
@@ -415,7 +427,7 @@ func (l *Limiter[R]) Stats() Stats {
 // returns the errors of closing the limiters, joined (errors.Join), each
 // naming its key. Safe to call twice: the second call returns nil. Close
 // of a nil Limiter returns nil.
-func (l *Limiter[R]) Close() error {
+func (l *Limiter) Close() error {
 	if l == nil {
 		return nil
 	}
@@ -424,8 +436,8 @@ func (l *Limiter[R]) Close() error {
 		l.mu.Unlock()
 		return nil
 	}
-	if l.timer != nil {
-		l.timer.Stop()
+	if l.stop != nil {
+		l.stop()
 	}
 	l.mu.Unlock()
 	var errs []error

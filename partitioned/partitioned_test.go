@@ -61,7 +61,7 @@ func waitQueued(t *testing.T, seen *sync.Map, key string) {
 	}
 }
 
-func newPartitioned(t *testing.T, c partitioned.Config[string]) *partitioned.Limiter[string] {
+func newPartitioned(t *testing.T, c partitioned.Config) *partitioned.Limiter {
 	t.Helper()
 	l, err := partitioned.New(c)
 	if err != nil {
@@ -78,7 +78,7 @@ func identity(s string) string { return s }
 func TestEvictionIsLossless(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	cfg := tokenbucket.Config{Rate: 20, Burst: 5}
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), IdleTimeout: 50 * time.Millisecond, Clock: clock})
+	p := newPartitioned(t, partitioned.Config{New: memoryOf(cfg, clock), IdleTimeout: 50 * time.Millisecond, Clock: clock})
 	reference := map[string]memory.Limiter{}
 	rng := rand.New(rand.NewSource(3))
 	keys := []string{"a", "b", "c"}
@@ -107,7 +107,7 @@ func TestEvictionIsLossless(t *testing.T) {
 func TestSweepEvictsEveryIdlePartition(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	cfg := tokenbucket.Config{Rate: 1000, Burst: 1} // full again, so idle, 1ms after a grant
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), IdleTimeout: time.Second, Clock: clock})
+	p := newPartitioned(t, partitioned.Config{New: memoryOf(cfg, clock), IdleTimeout: time.Second, Clock: clock})
 	const keys = 5000
 	for i := 0; i < keys; i++ {
 		if l, err := p.Acquire(bg, fmt.Sprint("user-", i), 1); err != nil || !l.Acquired() {
@@ -135,7 +135,7 @@ func TestActivePartitionsStay(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	cfg := concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}}
 	var seen sync.Map
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: recordingOf(cfg, clock, &seen), IdleTimeout: time.Second, Clock: clock})
+	p := newPartitioned(t, partitioned.Config{New: recordingOf(cfg, clock, &seen), IdleTimeout: time.Second, Clock: clock})
 	held, _ := p.Acquire(bg, "held", 1)
 	p.Acquire(bg, "w", 1)
 	waited := make(chan ratelimit.Lease, 1)
@@ -162,7 +162,7 @@ func TestFloodIsBounded(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	cfg := fixedwindow.Config{Limit: 1, Window: 100 * time.Millisecond}
 	const max = 10_000
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock),
+	p := newPartitioned(t, partitioned.Config{New: memoryOf(cfg, clock),
 		IdleTimeout: 100 * time.Millisecond, MaxPartitions: max, Clock: clock})
 	var ms0, ms1 runtime.MemStats
 	runtime.GC()
@@ -212,7 +212,7 @@ func (o ownKey) Acquire(ctx context.Context, permits int) (ratelimit.Lease, erro
 // its own key's partition, and no key is ever held twice.
 func TestChurnUnderConcurrency(t *testing.T) {
 	clock := ratelimittest.NewClock()
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, MaxPartitions: 32, IdleTimeout: time.Millisecond, Clock: clock,
+	p := newPartitioned(t, partitioned.Config{MaxPartitions: 32, IdleTimeout: time.Millisecond, Clock: clock,
 		New: func(key string) (ratelimit.Limiter, error) {
 			l, err := memory.New(concurrency.Config{Limit: 1}, memory.WithClock(clock))
 			return ownKey{l, key}, err
@@ -270,7 +270,7 @@ func TestChurnUnderConcurrency(t *testing.T) {
 
 func TestConcurrentFirstUseCreatesOnePartition(t *testing.T) {
 	clock := ratelimittest.NewClock()
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(fixedwindow.Config{Limit: 100, Window: time.Hour}, clock), Clock: clock})
+	p := newPartitioned(t, partitioned.Config{New: memoryOf(fixedwindow.Config{Limit: 100, Window: time.Hour}, clock), Clock: clock})
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for g := 0; g < 32; g++ {
@@ -294,7 +294,7 @@ func TestConcurrentFirstUseCreatesOnePartition(t *testing.T) {
 func TestCloseWithWaiters(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	var seen sync.Map
-	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, New: recordingOf(concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}}, clock, &seen), Clock: clock})
+	p, _ := partitioned.New(partitioned.Config{New: recordingOf(concurrency.Config{Limit: 1, Queue: ratelimit.Queue{Limit: 1}}, clock, &seen), Clock: clock})
 	p.Acquire(bg, "k", 1)
 	done := make(chan ratelimit.Lease, 1)
 	go func() { l, _ := p.Wait(bg, "k", 1); done <- l }()
@@ -316,7 +316,7 @@ func TestCloseWithWaiters(t *testing.T) {
 // only ErrClosed.
 func TestCloseDuringCalls(t *testing.T) {
 	clock := ratelimittest.NewClock()
-	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, New: memoryOf(fixedwindow.Config{Limit: 1 << 20, Window: time.Hour}, clock), Clock: clock})
+	p, _ := partitioned.New(partitioned.Config{New: memoryOf(fixedwindow.Config{Limit: 1 << 20, Window: time.Hour}, clock), Clock: clock})
 	var wg sync.WaitGroup
 	var calls atomic.Int64
 	for g := 0; g < 4; g++ {
@@ -349,7 +349,7 @@ func TestCloseDuringCalls(t *testing.T) {
 func TestMaxPartitionsRefuseOrOverflow(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	cfg := fixedwindow.Config{Limit: 5, Window: time.Hour}
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), MaxPartitions: 2, Clock: clock})
+	p := newPartitioned(t, partitioned.Config{New: memoryOf(cfg, clock), MaxPartitions: 2, Clock: clock})
 	p.Acquire(bg, "a", 1)
 	p.Acquire(bg, "b", 1)
 	if l, err := p.Acquire(bg, "c", 1); err != nil || l.Reason() != ratelimit.ReasonNoPartition {
@@ -360,7 +360,7 @@ func TestMaxPartitionsRefuseOrOverflow(t *testing.T) {
 	}
 	overflow, _ := memory.New(fixedwindow.Config{Limit: 1, Window: time.Hour}, memory.WithClock(clock))
 	defer overflow.Close()
-	o := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), MaxPartitions: 1, Overflow: overflow, Clock: clock})
+	o := newPartitioned(t, partitioned.Config{New: memoryOf(cfg, clock), MaxPartitions: 1, Overflow: overflow, Clock: clock})
 	o.Acquire(bg, "a", 1)
 	if l, _ := o.Acquire(bg, "b", 1); !l.Acquired() {
 		t.Fatalf("overflow: %v, want granted by the overflow limiter", l)
@@ -380,7 +380,7 @@ func TestMaxPartitionsRefuseOrOverflow(t *testing.T) {
 func TestBoundEvictsIdleInAnyShard(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	cfg := fixedwindow.Config{Limit: 1, Window: time.Second}
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(cfg, clock), MaxPartitions: 8, IdleTimeout: time.Hour, Clock: clock})
+	p := newPartitioned(t, partitioned.Config{New: memoryOf(cfg, clock), MaxPartitions: 8, IdleTimeout: time.Hour, Clock: clock})
 	for i := 0; i < 8; i++ {
 		p.Acquire(bg, fmt.Sprint("old-", i), 1)
 	}
@@ -403,7 +403,7 @@ func TestBoundEvictsIdleInAnyShard(t *testing.T) {
 func TestBoundIsExactUnderConcurrency(t *testing.T) {
 	for round := 0; round < 20; round++ {
 		clock := ratelimittest.NewClock()
-		p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(concurrency.Config{Limit: 1}, clock), MaxPartitions: 8, Clock: clock})
+		p := newPartitioned(t, partitioned.Config{New: memoryOf(concurrency.Config{Limit: 1}, clock), MaxPartitions: 8, Clock: clock})
 		var wg sync.WaitGroup
 		var served atomic.Int32
 		start := make(chan struct{})
@@ -427,7 +427,7 @@ func TestBoundIsExactUnderConcurrency(t *testing.T) {
 
 func TestPerUserAndGlobal(t *testing.T) {
 	clock := ratelimittest.NewClock()
-	perUser := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(fixedwindow.Config{Limit: 2, Window: time.Hour}, clock), Clock: clock})
+	perUser := newPartitioned(t, partitioned.Config{New: memoryOf(fixedwindow.Config{Limit: 2, Window: time.Hour}, clock), Clock: clock})
 	global, _ := memory.New(fixedwindow.Config{Limit: 3, Window: time.Hour}, memory.WithClock(clock))
 	defer global.Close()
 	take := func(user string) bool {
@@ -447,7 +447,7 @@ func TestPerUserAndGlobal(t *testing.T) {
 func TestNoLimitAndFactoryErrors(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	boom := errors.New("boom")
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, Clock: clock, New: func(k string) (ratelimit.Limiter, error) {
+	p := newPartitioned(t, partitioned.Config{Clock: clock, New: func(k string) (ratelimit.Limiter, error) {
 		switch k {
 		case "admin":
 			return partitioned.NoLimit(), nil
@@ -466,14 +466,13 @@ func TestNoLimitAndFactoryErrors(t *testing.T) {
 	}
 	newLimiter := memoryOf(fixedwindow.Config{Limit: 1, Window: time.Hour}, clock)
 	for _, c := range []struct {
-		cfg   partitioned.Config[string]
+		cfg   partitioned.Config
 		names string // the field the error names (and no other)
 	}{
-		{partitioned.Config[string]{}, "Key and New"},
-		{partitioned.Config[string]{Key: identity}, "Key and New"},
-		{partitioned.Config[string]{Key: identity, New: newLimiter, IdleTimeout: -1}, "IdleTimeout"},
-		{partitioned.Config[string]{Key: identity, New: newLimiter, MaxPartitions: -1}, "MaxPartitions"},
-		{partitioned.Config[string]{Key: identity, New: newLimiter, MaxPartitions: int(int64(math.MaxInt32) + 1)}, "MaxPartitions"},
+		{partitioned.Config{}, "New"},
+		{partitioned.Config{New: newLimiter, IdleTimeout: -1}, "IdleTimeout"},
+		{partitioned.Config{New: newLimiter, MaxPartitions: -1}, "MaxPartitions"},
+		{partitioned.Config{New: newLimiter, MaxPartitions: int(int64(math.MaxInt32) + 1)}, "MaxPartitions"},
 	} {
 		l, err := partitioned.New(c.cfg)
 		if !errors.Is(err, ratelimit.ErrInvalidConfig) || l != nil {
@@ -485,7 +484,7 @@ func TestNoLimitAndFactoryErrors(t *testing.T) {
 			}
 		}
 	}
-	l, err := partitioned.New(partitioned.Config[string]{Key: identity, New: newLimiter, MaxPartitions: math.MaxInt32})
+	l, err := partitioned.New(partitioned.Config{New: newLimiter, MaxPartitions: math.MaxInt32})
 	if err != nil {
 		t.Fatalf("MaxPartitions MaxInt32: %v", err)
 	}
@@ -499,7 +498,7 @@ func TestRedisPartitions(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: m.Addr()})
 	defer c.Close()
 	clock := ratelimittest.NewClock()
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, IdleTimeout: time.Second, Clock: clock,
+	p := newPartitioned(t, partitioned.Config{IdleTimeout: time.Second, Clock: clock,
 		New: func(k string) (ratelimit.Limiter, error) {
 			return redis.New(c, k, fixedwindow.Config{Limit: 2, Window: time.Hour}, redis.WithClock(clock))
 		}})
@@ -521,7 +520,7 @@ func BenchmarkCreatePartition(b *testing.B) {
 		keys[i] = fmt.Sprintf("user-%d", i)
 	}
 	f, _ := memory.NewFactory(tokenbucket.Config{Rate: 10, Burst: 10})
-	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, MaxPartitions: b.N + 1, New: f.ForKey})
+	p, _ := partitioned.New(partitioned.Config{MaxPartitions: b.N + 1, New: f.ForKey})
 	defer p.Close()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -538,7 +537,7 @@ func BenchmarkCreatePartitionChurn(b *testing.B) {
 		keys[i] = fmt.Sprintf("user-%d", i)
 	}
 	f, _ := memory.NewFactory(tokenbucket.Config{Rate: 1e9, Burst: 10})
-	p, _ := partitioned.New(partitioned.Config[string]{Key: identity, MaxPartitions: 1000, New: f.ForKey})
+	p, _ := partitioned.New(partitioned.Config{MaxPartitions: 1000, New: f.ForKey})
 	defer p.Close()
 	for i := 0; i < 2000; i++ { // fill to the bound
 		p.Acquire(bg, fmt.Sprint(i), 1)
@@ -556,7 +555,7 @@ func BenchmarkCreatePartitionChurn(b *testing.B) {
 func TestLiveNeverExceedsMax(t *testing.T) {
 	f, _ := memory.NewFactory(tokenbucket.Config{Rate: 1e9, Burst: 10}) // full again within a microsecond: idle
 	const max = 4
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, MaxPartitions: max, New: f.ForKey})
+	p := newPartitioned(t, partitioned.Config{MaxPartitions: max, New: f.ForKey})
 	stop := make(chan struct{})
 	var worst atomic.Int64
 	var watching sync.WaitGroup
@@ -603,7 +602,7 @@ func TestLiveNeverExceedsMax(t *testing.T) {
 // at the bound, where a valid call for a new key would be refused.
 func TestInvalidCallsTouchNoPartition(t *testing.T) {
 	clock := ratelimittest.NewClock()
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(concurrency.Config{Limit: 1}, clock), MaxPartitions: 2, Clock: clock})
+	p := newPartitioned(t, partitioned.Config{New: memoryOf(concurrency.Config{Limit: 1}, clock), MaxPartitions: 2, Clock: clock})
 	p.Acquire(bg, "a", 1) // held: "a" stays busy
 	done, cancel := context.WithCancel(bg)
 	cancel()
@@ -663,7 +662,7 @@ func TestCloseErrors(t *testing.T) {
 		l, err := memory.New(fixedwindow.Config{Limit: 1, Window: time.Second}, memory.WithClock(clock))
 		return failingClose{l, fmt.Errorf("%s: %w", key, boom)}, err
 	}
-	p, err := partitioned.New(partitioned.Config[string]{Key: identity, New: newFailing, MaxPartitions: 2, IdleTimeout: time.Minute, Clock: clock,
+	p, err := partitioned.New(partitioned.Config{New: newFailing, MaxPartitions: 2, IdleTimeout: time.Minute, Clock: clock,
 		OnCloseError: func(key string, err error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -700,7 +699,7 @@ func TestCloseErrors(t *testing.T) {
 // the key, and creates no partition.
 func TestFactoryNilLimiter(t *testing.T) {
 	var typedNil *failingClose
-	p := newPartitioned(t, partitioned.Config[string]{Key: identity, New: func(key string) (ratelimit.Limiter, error) {
+	p := newPartitioned(t, partitioned.Config{New: func(key string) (ratelimit.Limiter, error) {
 		if key == "typed" {
 			return typedNil, nil
 		}
@@ -723,9 +722,9 @@ func TestFactoryNilLimiter(t *testing.T) {
 // ErrInvalidConfig instead of panicking; Stats and Close of a nil one are
 // empty; a typed nil Overflow is refused by New; NoLimit checks its ctx.
 func TestZeroAndNilLimiter(t *testing.T) {
-	var zero partitioned.Limiter[string]
-	var nilLimiter *partitioned.Limiter[string]
-	for _, l := range []*partitioned.Limiter[string]{&zero, nilLimiter} {
+	var zero partitioned.Limiter
+	var nilLimiter *partitioned.Limiter
+	for _, l := range []*partitioned.Limiter{&zero, nilLimiter} {
 		if _, err := l.Acquire(bg, "k", 1); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 			t.Errorf("Acquire: %v, want ErrInvalidConfig", err)
 		}
@@ -740,7 +739,7 @@ func TestZeroAndNilLimiter(t *testing.T) {
 		}
 	}
 	var overflow *failingClose
-	if _, err := partitioned.New(partitioned.Config[string]{Key: identity, New: func(string) (ratelimit.Limiter, error) { return partitioned.NoLimit(), nil }, Overflow: overflow}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+	if _, err := partitioned.New(partitioned.Config{New: func(string) (ratelimit.Limiter, error) { return partitioned.NoLimit(), nil }, Overflow: overflow}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 		t.Errorf("New with a typed nil Overflow: %v, want ErrInvalidConfig", err)
 	}
 	//lint:ignore SA1012 a nil context is the input under test
@@ -795,7 +794,7 @@ func TestCallInFlightKeepsPartition(t *testing.T) {
 			clock := ratelimittest.NewClock()
 			var mu sync.Mutex
 			gates := map[string]*gate{}
-			p := newPartitioned(t, partitioned.Config[string]{Key: identity, MaxPartitions: 1, IdleTimeout: time.Second, Clock: clock,
+			p := newPartitioned(t, partitioned.Config{MaxPartitions: 1, IdleTimeout: time.Second, Clock: clock,
 				New: func(key string) (ratelimit.Limiter, error) {
 					g := &gate{entered: make(chan struct{}), open: make(chan struct{})}
 					mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/internal/check"
 )
 
@@ -20,23 +21,23 @@ func reconfigureNew(lim ratelimit.Limiter, rc *ratelimit.Config) {
 	}
 }
 
-// reconfigure applies cfg to lim when it is a ratelimit.Reconfigurer (ok);
-// err is its answer.
+// reconfigure applies cfg to lim when it can be reconfigured (ok, see
+// control.Reconfigure); err is its answer.
 func reconfigure(lim ratelimit.Limiter, cfg ratelimit.Config) (ok bool, err error) {
-	r, ok := lim.(ratelimit.Reconfigurer)
-	if !ok {
+	err = control.Reconfigure(lim, cfg)
+	if errors.Is(err, errors.ErrUnsupported) {
 		return false, nil
 	}
-	return true, r.Reconfigure(cfg)
+	return true, err
 }
 
-// Reconfigure applies cfg to the limiter of every live partition that is a
-// ratelimit.Reconfigurer (the others are left as they are), and to every
+// Reconfigure applies cfg to the limiter of every live partition that can
+// be reconfigured (the others are left as they are), and to every
 // limiter Config.New makes from now on, before its partition serves a
 // call: a policy's limit changes for every key at once (see
-// ratelimit.Reconfigurer for what each limiter carries over). An invalid
+// control.Reconfigure for what each limiter carries over). An invalid
 // cfg, or one the partitions' limiters refuse (another algorithm: one live
-// partition whose limiter is a Reconfigurer, or else a limiter New makes
+// partition whose limiter can be reconfigured, or else a limiter New makes
 // for the key "", is asked first), is an error wrapping
 // ratelimit.ErrInvalidConfig that changes nothing. Should partitions of
 // different configs refuse it (a New that picks a config per key), their
@@ -46,7 +47,7 @@ func reconfigure(lim ratelimit.Limiter, cfg ratelimit.Config) (ok bool, err erro
 // a key, the one exception to eviction changing no decision: a
 // partition evicted and made again may not have the config an earlier
 // Reconfigure gave it). Calls are applied one at a time.
-func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
+func (l *Limiter) Reconfigure(cfg ratelimit.Config) error {
 	if l == nil || l.cfg.New == nil {
 		return fmt.Errorf("%w: partitioned: a Limiter must be made by New", ratelimit.ErrInvalidConfig)
 	}
@@ -77,7 +78,7 @@ func (l *Limiter[R]) Reconfigure(cfg ratelimit.Config) error {
 
 // each calls f with every live partition, under its shard's read lock,
 // until f returns false.
-func (l *Limiter[R]) each(f func(p *partition) bool) {
+func (l *Limiter) each(f func(p *partition) bool) {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.RLock()
@@ -92,13 +93,13 @@ func (l *Limiter[R]) each(f func(p *partition) bool) {
 }
 
 // probe reports whether the partitions' limiters take cfg, before any
-// change: it reconfigures the limiter of one live partition that is a
-// Reconfigurer (NoLimit and Shared ones are not), or else a limiter
-// Config.New makes for the key "" (closed at once; when New refuses that
-// key, or its limiter is not a Reconfigurer, cfg cannot be checked and is
+// change: it reconfigures the limiter of one live partition that can be
+// reconfigured (NoLimit and Shared ones are not), or else a limiter Config.New makes for
+// the key "" (closed at once; when New refuses that key, or its limiter
+// cannot be reconfigured, cfg cannot be checked and is
 // taken). A cfg of another algorithm is so refused even while no
 // partition is live.
-func (l *Limiter[R]) probe(cfg ratelimit.Config) error {
+func (l *Limiter) probe(cfg ratelimit.Config) error {
 	asked, err := false, error(nil)
 	l.each(func(p *partition) bool {
 		if ok, rerr := reconfigure(p.limiter, cfg); ok {
@@ -121,17 +122,17 @@ func (l *Limiter[R]) probe(cfg ratelimit.Config) error {
 	return err
 }
 
-// Reset puts the partition of resource back in its initial state (see
-// ratelimit.Resetter), making it first when there is none (on Redis the
+// Reset puts the partition of key back in its initial state (see
+// control.Reset), making it first when there is none (on Redis the
 // state outlives the partition). It is an error wrapping
-// errors.ErrUnsupported when the partition's limiter is not a
-// ratelimit.Resetter, and one wrapping ErrNoPartition when MaxPartitions
-// are busy (an Overflow limiter, shared, is never reset).
-func (l *Limiter[R]) Reset(ctx context.Context, resource R) error {
+// errors.ErrUnsupported when the partition's limiter cannot reset, and one
+// wrapping ErrNoPartition when MaxPartitions are busy (an Overflow
+// limiter, shared, is never reset).
+func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := l.check(ctx, 0); err != nil {
 		return err
 	}
-	lim, p, _, err := l.get(resource)
+	lim, p, _, err := l.get(key)
 	if err != nil {
 		return err
 	}
@@ -139,12 +140,11 @@ func (l *Limiter[R]) Reset(ctx context.Context, resource R) error {
 		if lim == nil { // the refusal was counted: it is not a request's
 			l.stats.refused.Add(-1)
 		}
-		return fmt.Errorf("%w: MaxPartitions are busy, so the resource has no partition to reset", ErrNoPartition)
+		return fmt.Errorf("%w: MaxPartitions are busy, so the key has no partition to reset", ErrNoPartition)
 	}
 	defer p.done()
-	r, ok := lim.(ratelimit.Resetter)
-	if !ok {
-		return fmt.Errorf("partitioned: partition %q: a %T cannot be reset: %w", p.key, lim, errors.ErrUnsupported)
+	if err := control.Reset(ctx, lim); err != nil {
+		return fmt.Errorf("partitioned: partition %q: %w", p.key, err)
 	}
-	return r.Reset(ctx)
+	return nil
 }

@@ -17,7 +17,7 @@ import (
 // partition fails to be created afterwards.
 func TestReconfigureRefusedLeavesCreation(t *testing.T) {
 	clock := ratelimittest.NewClock()
-	l := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(fixedwindow.Config{Limit: 5, Window: time.Second}, clock), Clock: clock})
+	l := newPartitioned(t, partitioned.Config{New: memoryOf(fixedwindow.Config{Limit: 5, Window: time.Second}, clock), Clock: clock})
 	err := l.Reconfigure(tokenbucket.Config{Rate: 1, Burst: 1})
 	t.Logf("Reconfigure to another algorithm with no live partition: %v", err)
 	lease, err := l.Acquire(bg, "new", 1)
@@ -32,7 +32,7 @@ func TestReconfigureFactoryPartitionsCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newPartitioned(t, partitioned.Config[string]{Key: identity, New: f.ForKey, Clock: clock})
+	l := newPartitioned(t, partitioned.Config{New: f.ForKey, Clock: clock})
 	l.Acquire(bg, "a", 1)
 	l.Acquire(bg, "b", 1)
 	if err := l.Reconfigure(fixedwindow.Config{Limit: 10, Window: time.Second}); err != nil {
@@ -53,7 +53,7 @@ func TestReconfigureAsksAReconfigurer(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	tb := memoryOf(tokenbucket.Config{Rate: 10, Burst: 10}, clock)
 	fw := memoryOf(fixedwindow.Config{Limit: 5, Window: time.Second}, clock)
-	l := newPartitioned(t, partitioned.Config[string]{Key: identity, Clock: clock,
+	l := newPartitioned(t, partitioned.Config{Clock: clock,
 		New: func(k string) (ratelimit.Limiter, error) {
 			switch k {
 			case "healthcheck":

@@ -17,7 +17,7 @@ import (
 )
 
 // limitOf is the limit key's partition decides with (a status check).
-func limitOf(t *testing.T, l *partitioned.Limiter[string], key string) int64 {
+func limitOf(t *testing.T, l *partitioned.Limiter, key string) int64 {
 	t.Helper()
 	lease, err := l.Acquire(bg, key, 0)
 	if err != nil {
@@ -29,7 +29,7 @@ func limitOf(t *testing.T, l *partitioned.Limiter[string], key string) int64 {
 func TestReconfigure(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	old := fixedwindow.Config{Limit: 5, Window: time.Second}
-	l := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(old, clock), Clock: clock})
+	l := newPartitioned(t, partitioned.Config{New: memoryOf(old, clock), Clock: clock})
 	l.Acquire(bg, "a", 4)
 	if err := l.Reconfigure(fixedwindow.Config{Limit: 0, Window: time.Second}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 		t.Fatalf("Reconfigure with Limit 0: %v", err)
@@ -64,7 +64,7 @@ func TestReconfigure(t *testing.T) {
 // Partitions created while Reconfigure runs end up with the new config.
 func TestReconfigureRacesCreation(t *testing.T) {
 	for round := 0; round < 20; round++ {
-		l := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(fixedwindow.Config{Limit: 5, Window: time.Hour}, nil)})
+		l := newPartitioned(t, partitioned.Config{New: memoryOf(fixedwindow.Config{Limit: 5, Window: time.Hour}, nil)})
 		var wg sync.WaitGroup
 		for g := 0; g < 4; g++ {
 			wg.Add(1)
@@ -91,7 +91,7 @@ func TestReconfigureRacesCreation(t *testing.T) {
 
 func TestReset(t *testing.T) {
 	clock := ratelimittest.NewClock()
-	l := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(tokenbucket.Config{Rate: 1, Burst: 3}, clock), Clock: clock})
+	l := newPartitioned(t, partitioned.Config{New: memoryOf(tokenbucket.Config{Rate: 1, Burst: 3}, clock), Clock: clock})
 	l.Acquire(bg, "a", 3)
 	if err := l.Reset(bg, "a"); err != nil {
 		t.Fatal(err)
@@ -102,13 +102,13 @@ func TestReset(t *testing.T) {
 	if err := l.Reset(bg, "new"); err != nil { // made, then reset: a no-op
 		t.Fatal(err)
 	}
-	noReset := newPartitioned(t, partitioned.Config[string]{Key: identity, New: func(string) (ratelimit.Limiter, error) {
+	noReset := newPartitioned(t, partitioned.Config{New: func(string) (ratelimit.Limiter, error) {
 		return ratelimit.Chain(must(memory.New(tokenbucket.Config{Rate: 1, Burst: 1}))), nil
 	}})
 	if err := noReset.Reset(bg, "x"); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("Reset of a Chain partition: %v, want ErrUnsupported", err)
 	}
-	full := newPartitioned(t, partitioned.Config[string]{Key: identity, New: memoryOf(tokenbucket.Config{Rate: 1, Burst: 1}, clock), MaxPartitions: 1, Clock: clock})
+	full := newPartitioned(t, partitioned.Config{New: memoryOf(tokenbucket.Config{Rate: 1, Burst: 1}, clock), MaxPartitions: 1, Clock: clock})
 	full.Acquire(bg, "held", 1)
 	if err := full.Reset(bg, "other"); !errors.Is(err, partitioned.ErrNoPartition) {
 		t.Fatalf("Reset with MaxPartitions busy: %v, want ErrNoPartition", err)

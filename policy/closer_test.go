@@ -19,7 +19,7 @@ type closingFactory struct {
 
 // Reconfigure is the memory factory's: a change of limit is made in place.
 func (f *closingFactory) Reconfigure(cfg ratelimit.Config) error {
-	return f.Factory.(ratelimit.Reconfigurer).Reconfigure(cfg)
+	return f.Factory.(interface{ Reconfigure(ratelimit.Config) error }).Reconfigure(cfg)
 }
 
 func (f *closingFactory) Close() error {

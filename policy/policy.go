@@ -14,7 +14,7 @@
 // partitioned limiter per policy (memory or Redis backend, see Backend),
 // refuses callers outside the policy's applications with ErrForbidden,
 // and applies the store's changes to the live limiters: a change of the same
-// algorithm reconfigures them in place (ratelimit.Reconfigurer: their state
+// algorithm reconfigures them in place (control.Reconfigure: their state
 // carries over by the algorithm's rule), a change of algorithm replaces them
 // (their state starts afresh), a deletion closes them.
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/redis"
+	"github.com/limitkit/ratelimit/waittrace"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -24,7 +25,7 @@ type Factory interface {
 }
 
 // Backend makes the Factory of a policy's limiters. When the Factory is a
-// ratelimit.Reconfigurer, the Registry applies a change of the policy's
+// control.Reconfigure, the Registry applies a change of the policy's
 // configuration (same algorithm) to it, which must apply it to the limiters
 // it made (memory's and redis's do), and to the partitioned limiter;
 // otherwise it replaces the limiters. When the Factory is an io.Closer, the
@@ -78,12 +79,12 @@ type Options struct {
 
 // Registry makes the decisions of a store's policies: (policy, key,
 // calling application) → a limiter's lease. It keeps one
-// partitioned.Limiter[string] per policy, a partition per key (one partition,
+// partitioned.Limiter per policy, a partition per key (one partition,
 // "global", for a Global policy), made by the Backend, and follows the
 // store (Store.Watch):
 //
 //   - a change of configuration of the same algorithm and key is applied in
-//     place (ratelimit.Reconfigurer): the live limiters keep their state by
+//     place (control.Reconfigure): the live limiters keep their state by
 //     the algorithm's rule (a token bucket keeps its tokens, clamped to the
 //     new burst; windows keep their counts, held against the new limit,
 //     also across a sliding window's switch between its weighted and
@@ -110,7 +111,7 @@ type Registry struct {
 
 type entry struct {
 	policy  atomic.Pointer[Policy]
-	lim     *partitioned.Limiter[string]
+	lim     *partitioned.Limiter
 	factory Factory
 	global  bool
 }
@@ -261,7 +262,7 @@ func (r *Registry) update(e *entry, p Policy) bool {
 		return false
 	}
 	if !reflect.DeepEqual(cur.Config, p.Config) {
-		fr, ok := e.factory.(ratelimit.Reconfigurer)
+		fr, ok := e.factory.(interface{ Reconfigure(ratelimit.Config) error })
 		if !ok {
 			return false
 		}
@@ -281,15 +282,12 @@ func (r *Registry) update(e *entry, p Policy) bool {
 	return true
 }
 
-func identity(s string) string { return s }
-
 func (r *Registry) newEntry(p Policy) (*entry, error) {
 	f, err := r.opts.Backend(p)
 	if err != nil {
 		return nil, fmt.Errorf("policy: making the limiters of %q: %w", p.Name, err)
 	}
-	lim, err := partitioned.New(partitioned.Config[string]{
-		Key:           identity,
+	lim, err := partitioned.New(partitioned.Config{
 		New:           f.ForKey,
 		IdleTimeout:   r.opts.IdleTimeout,
 		MaxPartitions: r.opts.MaxPartitions,
@@ -359,28 +357,26 @@ func (r *Registry) retired(name string, e *entry) bool {
 // ErrInvalidKey, ratelimit.ErrClosed after Close, and the limiter's own.
 // permits == 0 is a status check that takes nothing (see Peek).
 func (r *Registry) Acquire(ctx context.Context, name, key, app string, permits int) (ratelimit.Lease, error) {
-	return r.take(ctx, name, key, app, permits, false, nil)
+	return r.take(ctx, name, key, app, permits, false)
 }
 
 // Wait takes permits for key under policy name, on behalf of app, waiting
 // until ctx is done; errors as Acquire. A waiter whose policy's limiters are
 // replaced waits on the new ones.
+//
+// The time a call spends queued is told to ctx's waittrace hooks, as one
+// Wait even when it moves to the policy's new limiters.
 func (r *Registry) Wait(ctx context.Context, name, key, app string, permits int) (ratelimit.Lease, error) {
-	return r.take(ctx, name, key, app, permits, true, nil)
-}
-
-// WaitObserved is Wait, telling o of the time the call spends queued, as
-// ratelimit.ObservableWaiter says (through partitioned.Limiter's
-// WaitObserved); a call moved to the policy's new limiters is told of each
-// queue it joins.
-func (r *Registry) WaitObserved(ctx context.Context, name, key, app string, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
-	return r.take(ctx, name, key, app, permits, true, o)
+	ctx, span := waittrace.Begin(ctx, permits)
+	lease, err := r.take(ctx, name, key, app, permits, true)
+	span.Done(time.Now(), lease.Acquired(), err)
+	return lease, err
 }
 
 // take asks policy name's limiter for permits for key, on behalf of app:
-// waiting (Wait, telling o) if wait is set, now (Acquire) otherwise. A call
-// whose policy's limiters are replaced under it asks the new ones.
-func (r *Registry) take(ctx context.Context, name, key, app string, permits int, wait bool, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+// waiting if wait is set, now (Acquire) otherwise. A call whose policy's
+// limiters are replaced under it asks the new ones.
+func (r *Registry) take(ctx context.Context, name, key, app string, permits int, wait bool) (ratelimit.Lease, error) {
 	for {
 		e, k, err := r.lookup(name, key, app, true)
 		if err != nil {
@@ -388,7 +384,7 @@ func (r *Registry) take(ctx context.Context, name, key, app string, permits int,
 		}
 		var lease ratelimit.Lease
 		if wait {
-			lease, err = e.lim.WaitObserved(ctx, k, permits, o)
+			lease, err = e.lim.Wait(ctx, k, permits)
 		} else {
 			lease, err = e.lim.Acquire(ctx, k, permits)
 		}
@@ -411,7 +407,7 @@ func (r *Registry) Peek(ctx context.Context, name, key string) (ratelimit.Lease,
 }
 
 // Reset puts key's limiter of policy name back in its initial state (see
-// ratelimit.Resetter and partitioned's Reset): on Redis, for every process
+// control.Reset and partitioned's Reset): on Redis, for every process
 // (one that remembers a refusal of the key sees the reset within a second;
 // see redis.WithoutRefusalCache).
 // A backend whose limiters cannot reset returns an error wrapping
@@ -444,40 +440,37 @@ func (r *Registry) Close() error {
 	return errors.Join(errs...)
 }
 
-// Keyed is one policy of a registry as used by one application: a limiter
-// that decides per key. It is an httplimit.Keyed, so
-// httplimit.Middleware(reg.Keyed("api", "web"), ...) limits requests by a
-// policy that changes at run time.
-type Keyed struct {
+// keyed is one policy of a registry as used by one application.
+type keyed struct {
 	r         *Registry
 	name, app string
 }
 
-// Keyed returns policy name as used by app. The policy is looked up at each
-// call: it may be created, changed or deleted meanwhile.
-func (r *Registry) Keyed(name, app string) Keyed { return Keyed{r, name, app} }
+// Keyed returns policy name as used by app: a ratelimit.Keyed, so
+// httplimit.Middleware(reg.Keyed("api", "web"), ...) limits requests by a
+// policy that changes at run time. The policy is looked up at each call:
+// it may be created, changed or deleted meanwhile. It reports the
+// configuration the policy decides by now (httplimit.Configured: the
+// middleware's RateLimit fields follow the policy's live changes), and
+// its For(key) is key's limiter under the policy, which refunds a grant
+// (control.Refund: a route's grant that the global limit refused is not
+// spent; a grant of a limiter since replaced gives nothing back) and
+// resets.
+func (r *Registry) Keyed(name, app string) ratelimit.Keyed { return keyed{r, name, app} }
 
 // Acquire is the registry's Acquire for k's policy and application.
-func (k Keyed) Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
+func (k keyed) Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
 	return k.r.Acquire(ctx, k.name, key, k.app, permits)
 }
 
 // Wait is the registry's Wait for k's policy and application.
-func (k Keyed) Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
+func (k keyed) Wait(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
 	return k.r.Wait(ctx, k.name, key, k.app, permits)
 }
 
-// WaitObserved is the registry's WaitObserved for k's policy and
-// application (so that otel.WrapKeyed counts only the Waits that queue).
-func (k Keyed) WaitObserved(ctx context.Context, key string, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
-	return k.r.WaitObserved(ctx, k.name, key, k.app, permits, o)
-}
-
 // Config is the configuration k's policy decides by now (nil when the
-// registry has no such policy), so that a Keyed is an
-// httplimit.Configured: the middleware's RateLimit fields follow the
-// policy's live changes.
-func (k Keyed) Config() ratelimit.Config {
+// registry has no such policy).
+func (k keyed) Config() ratelimit.Config {
 	e := (*k.r.entries.Load())[k.name]
 	if e == nil {
 		return nil
@@ -485,14 +478,32 @@ func (k Keyed) Config() ratelimit.Config {
 	return e.policy.Load().Config
 }
 
-// Refund gives lease, a grant of key under k's policy, back to that
-// policy's limiter (see partitioned.Limiter.Refund), so a Keyed is an
-// httplimit.KeyedRefunder: a route's grant that the global limit refused
-// is not spent. A grant of a limiter since replaced gives nothing back.
-func (k Keyed) Refund(ctx context.Context, key string, lease ratelimit.Lease, permits int) error {
-	e, pk, err := k.r.lookup(k.name, key, k.app, true)
+// For is key's limiter under k's policy.
+func (k keyed) For(key string) ratelimit.Limiter { return keyLimiter{k, key} }
+
+// keyLimiter is one key of a keyed.
+type keyLimiter struct {
+	k   keyed
+	key string
+}
+
+func (l keyLimiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return l.k.Acquire(ctx, l.key, permits)
+}
+
+func (l keyLimiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return l.k.Wait(ctx, l.key, permits)
+}
+
+// Refund gives lease, a grant of the key under the policy, back to that
+// policy's limiter (see partitioned.Limiter.Refund).
+func (l keyLimiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
+	e, pk, err := l.k.r.lookup(l.k.name, l.key, l.k.app, true)
 	if err != nil {
 		return err
 	}
 	return e.lim.Refund(ctx, pk, lease, permits)
 }
+
+// Reset is the registry's Reset of the key under the policy.
+func (l keyLimiter) Reset(ctx context.Context) error { return l.k.r.Reset(ctx, l.k.name, l.key) }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/httplimit"
 	"github.com/limitkit/ratelimit/partitioned"
@@ -26,8 +27,8 @@ import (
 )
 
 var (
-	_ httplimit.Keyed      = Keyed{} // so Middleware takes a policy
-	_ httplimit.Configured = Keyed{} // and follows its changes
+	_ ratelimit.Keyed      = keyed{} // so Middleware takes a policy
+	_ httplimit.Configured = keyed{} // and follows its changes
 )
 
 func window(name string, limit int, key string, apps ...string) Policy {
@@ -123,9 +124,9 @@ func TestRegistryDecides(t *testing.T) {
 	if l, err := k.Acquire(ctx, "u5", 1); err != nil || !l.Acquired() {
 		t.Errorf("Keyed: %v %v", l, err)
 	}
-	var _ httplimit.KeyedRefunder = k
+	var _ ratelimit.Keyed = k
 	second, _ := k.Acquire(ctx, "u5", 1) // the last of 2
-	if err := k.Refund(ctx, "u5", second, 1); err != nil {
+	if err := control.Refund(ctx, k.(keyed).For("u5"), second, 1); err != nil {
 		t.Fatalf("Keyed.Refund: %v", err)
 	}
 	if l, err := k.Acquire(ctx, "u5", 1); err != nil || !l.Acquired() {
@@ -373,7 +374,7 @@ func BenchmarkRegistry(b *testing.B) {
 	b.Run("plain", func(b *testing.B) {
 		s := NewMemoryStore()
 		f, _ := Memory()(Policy{Config: cfg})
-		lim, err := partitioned.New(partitioned.Config[string]{Key: identity, New: f.ForKey})
+		lim, err := partitioned.New(partitioned.Config{New: f.ForKey})
 		if err != nil {
 			b.Fatal(err)
 		}

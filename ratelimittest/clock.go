@@ -6,8 +6,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/limitkit/ratelimit"
 )
 
 // Start is the instant a NewClock starts at: a whole multiple of every window
@@ -152,11 +150,12 @@ func (c *Clock) TimersChanged() <-chan struct{} {
 	return c.changes()
 }
 
-// AfterFunc sets a timer that runs f once the clock reaches Now()+d.
-func (c *Clock) AfterFunc(d time.Duration, f func()) ratelimit.Timer {
+// AfterFunc sets a timer that runs f once the clock reaches Now()+d;
+// stop removes it, and reports whether it was still set.
+func (c *Clock) AfterFunc(d time.Duration, f func()) (stop func() bool) {
 	t := &timer{c: c, f: f}
-	t.Reset(d)
-	return t
+	t.reset(d)
+	return t.stop
 }
 
 type timer struct {
@@ -166,7 +165,7 @@ type timer struct {
 	seq uint64
 }
 
-func (t *timer) Stop() bool {
+func (t *timer) stop() bool {
 	c := t.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -180,8 +179,8 @@ func (t *timer) Stop() bool {
 	return false
 }
 
-func (t *timer) Reset(d time.Duration) bool {
-	active := t.Stop()
+func (t *timer) reset(d time.Duration) bool {
+	active := t.stop()
 	c := t.c
 	c.mu.Lock()
 	defer c.mu.Unlock()

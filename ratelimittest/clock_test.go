@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/ratelimittest"
 )
 
@@ -110,12 +109,12 @@ func TestWaitForTimersSleepers(t *testing.T) {
 func TestWaitForTimersReturnsOnceNPending(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	ch := waitBlocked(t, context.Background(), clock, 3)
-	a := clock.AfterFunc(time.Second, func() {})
+	stop := clock.AfterFunc(time.Second, func() {})
 	clock.AfterFunc(2*time.Second, func() {})
-	a.Stop()
+	stop()
 	clock.AfterFunc(time.Millisecond, func() {})
 	clock.Advance(time.Millisecond) // runs the last one: 1 pending
-	a.Reset(time.Second)
+	clock.AfterFunc(time.Second, func() {})
 	clock.AfterFunc(3*time.Second, func() {}) // 3 pending
 	if err := answer(t, ch); err != nil {
 		t.Fatalf("WaitForTimers(3) once 3 timers are pending: %v, want nil", err)
@@ -144,20 +143,22 @@ func TestWaitForTimersAlreadyPending(t *testing.T) {
 func TestWaitForTimersWakes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		last func(c *ratelimittest.Clock, stopped, fired ratelimit.Timer)
+		last func(c *ratelimittest.Clock)
 	}{
-		{"AfterFunc", func(c *ratelimittest.Clock, _, _ ratelimit.Timer) { c.AfterFunc(time.Second, func() {}) }},
-		{"Reset of a stopped timer", func(_ *ratelimittest.Clock, stopped, _ ratelimit.Timer) { stopped.Reset(time.Second) }},
-		{"Reset of a timer that came due", func(_ *ratelimittest.Clock, _, fired ratelimit.Timer) { fired.Reset(time.Second) }},
+		{"AfterFunc", func(c *ratelimittest.Clock) { c.AfterFunc(time.Second, func() {}) }},
+		{"AfterFunc after a stop", func(c *ratelimittest.Clock) {
+			stop := c.AfterFunc(time.Second, func() {})
+			c.AfterFunc(time.Second, func() {})
+			stop()
+		}},
 	} {
 		clock := ratelimittest.NewClock()
 		clock.AfterFunc(time.Hour, func() {})
-		stopped := clock.AfterFunc(time.Hour, func() {})
-		stopped.Stop()
-		fired := clock.AfterFunc(time.Millisecond, func() {})
+		clock.AfterFunc(time.Hour, func() {})()
+		clock.AfterFunc(time.Millisecond, func() {})
 		clock.Advance(time.Millisecond) // 1 pending
 		ch := waitBlocked(t, context.Background(), clock, 2)
-		tc.last(clock, stopped, fired)
+		tc.last(clock)
 		if err := answer(t, ch); err != nil {
 			t.Fatalf("%s: WaitForTimers(2) once 2 are pending: %v, want nil", tc.name, err)
 		}
@@ -165,7 +166,7 @@ func TestWaitForTimersWakes(t *testing.T) {
 }
 
 // It counts pending timers only: not stopped ones, not those that came
-// due, and a timer Reset while pending once.
+// due.
 func TestWaitForTimersCountsPendingOnly(t *testing.T) {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -176,17 +177,13 @@ func TestWaitForTimersCountsPendingOnly(t *testing.T) {
 		{"stopped", func(c *ratelimittest.Clock) {
 			c.AfterFunc(time.Second, func() {})
 			c.AfterFunc(time.Second, func() {})
-			c.AfterFunc(time.Second, func() {}).Stop()
+			c.AfterFunc(time.Second, func() {})()
 		}},
 		{"due", func(c *ratelimittest.Clock) {
 			c.AfterFunc(time.Second, func() {})
 			c.AfterFunc(time.Second, func() {})
 			c.AfterFunc(time.Millisecond, func() {})
 			c.Advance(time.Millisecond)
-		}},
-		{"reset", func(c *ratelimittest.Clock) {
-			c.AfterFunc(time.Second, func() {})
-			c.AfterFunc(time.Second, func() {}).Reset(2 * time.Second)
 		}},
 	} {
 		clock := ratelimittest.NewClock()
@@ -204,13 +201,12 @@ func TestWaitForTimersNotEarly(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := waitBlocked(t, ctx, clock, 3)
-	a := clock.AfterFunc(time.Second, func() {})
-	a.Reset(2 * time.Second)
+	stop := clock.AfterFunc(time.Second, func() {})
 	clock.AfterFunc(time.Millisecond, func() {})
 	clock.Advance(time.Millisecond)
 	clock.AfterFunc(time.Second, func() {})
-	a.Stop()
-	a.Reset(time.Second) // 2 pending, never more
+	stop()
+	clock.AfterFunc(time.Second, func() {}) // 2 pending, never more
 	cancel()
 	err := answer(t, ch)
 	if !errors.Is(err, context.Canceled) {
@@ -251,7 +247,7 @@ func TestWaitForTimersConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			clock.AfterFunc(time.Hour, func() {}).Stop()
+			clock.AfterFunc(time.Hour, func() {})()
 			clock.AfterFunc(time.Hour, func() {})
 		}()
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/held"
+	"github.com/limitkit/ratelimit/waittrace"
 )
 
 // Figures of TestLimiter's checks.
@@ -72,13 +73,13 @@ const (
 //     keeps nothing: the permits come back as if it had not been made.
 //   - HeldWithinCapacity: for concurrency limits, goroutines that take and
 //     release permits for 100ms never hold more than the capacity at once.
-//   - ObservableWaitReports: for a limiter that is a
-//     ratelimit.ObservableWaiter, a WaitObserved granted at once tells its
-//     observer nothing, nor does one refused at once (ReasonDeadline,
-//     ReasonQueueFull) for a deadline it cannot meet; one for a permit while
-//     every permit is taken tells Queued(1) while it waits, and, cancelled
-//     then, Dequeued once, with what it returns, before it returns; both
-//     with the call's ctx.
+//   - WaitTraceReports: a Wait granted at once tells the waittrace hooks
+//     of its ctx nothing, nor does one refused at once (ReasonDeadline,
+//     ReasonQueueFull) for a deadline it cannot meet; one for a permit
+//     while every permit is taken tells Queued(1) while it waits (or, from
+//     a limiter that knows nothing of waittrace, nothing at all) and,
+//     cancelled then, Dequeued once before it returns; both with the
+//     call's ctx.
 //
 // The checks run on the real clock and take a few seconds for a limiter
 // whose permits come back within a second. They need permits, once taken,
@@ -108,7 +109,7 @@ var contractChecks = []struct {
 	{"ReleaseIsIdempotent", checkRelease},
 	{"CancelledWaitHoldsNothing", checkCancelledWait},
 	{"HeldWithinCapacity", checkHeldWithin},
-	{"ObservableWaitReports", checkObservableWaiter},
+	{"WaitTraceReports", checkWaitTrace},
 }
 
 // errInconclusive marks a check whose premise time spoilt.
@@ -438,16 +439,17 @@ var bg = context.Background()
 // watchKey marks the ctx of the Waits a QueueLog observes in the checks.
 type watchKey struct{}
 
-// watching returns a QueueLog and the ctx that marks its Waits.
+// watching returns a QueueLog and the ctx, carrying its hooks, that marks
+// its Waits.
 func watching() (*QueueLog, context.Context) {
 	w := new(QueueLog)
-	return w, context.WithValue(bg, watchKey{}, w)
+	return w, waittrace.WithHooks(context.WithValue(bg, watchKey{}, w), w.Hooks())
 }
 
-// nothing fails unless w was told nothing, of a WaitObserved described by what.
+// nothing fails unless w was told nothing, of a Wait described by what.
 func nothing(w *QueueLog, what string) error {
 	if q, d := w.Told(); len(q)+len(d) != 0 {
-		return fmt.Errorf("%s told its observer Queued %d times, Dequeued %d times; want nothing", what, len(q), len(d))
+		return fmt.Errorf("%s told its hooks Queued %d times, Dequeued %d times; want nothing", what, len(q), len(d))
 	}
 	return nil
 }
@@ -465,30 +467,26 @@ func once(w *QueueLog, lease ratelimit.Lease, err error, took time.Duration) err
 	}
 	switch {
 	case len(q) != 1 || q[0].Permits != 1:
-		return fmt.Errorf("a WaitObserved(ctx, 1) that queued told its observer Queued %d times (permits %v); want once, 1", len(q), q)
+		return fmt.Errorf("a Wait(ctx, 1) that queued told its hooks Queued %d times (permits %v); want once, 1", len(q), q)
 	case len(d) != 1:
-		return fmt.Errorf("a WaitObserved(ctx, 1) that queued told its observer Dequeued %d times before it returned; want once", len(d))
-	case d[0].Permits != 1 || d[0].Err != err || d[0].Lease != lease:
-		return fmt.Errorf("Dequeued(%d, _, %v, %v); want Dequeued(1, _, %v, %v), what WaitObserved returned", d[0].Permits, d[0].Lease, d[0].Err, lease, err)
+		return fmt.Errorf("a Wait(ctx, 1) that queued told its hooks Dequeued %d times before it returned; want once", len(d))
+	case d[0].Permits != 1 || d[0].Granted != lease.Acquired() || d[0].Err != err:
+		return fmt.Errorf("Dequeued(%d, _, granted %v, %v); want Dequeued(1, _, granted %v, %v), what Wait returned", d[0].Permits, d[0].Granted, d[0].Err, lease.Acquired(), err)
 	case d[0].Queued < 0 || d[0].Queued > took+contractSlack:
 		return fmt.Errorf("Dequeued with %v queued, for a call that took %v", d[0].Queued, took)
 	case foreign != 0:
-		return fmt.Errorf("the observer was called %d times with a ctx other than WaitObserved's", foreign)
+		return fmt.Errorf("the hooks were called %d times with a ctx other than Wait's", foreign)
 	}
 	return nil
 }
 
-func checkObservableWaiter(newL func() ratelimit.Limiter) error {
+func checkWaitTrace(newL func() ratelimit.Limiter) error {
 	l := newL()
-	ow, ok := l.(ratelimit.ObservableWaiter)
-	if !ok {
-		return nil
-	}
 	w, wctx := watching()
-	if lease, err := ow.WaitObserved(wctx, 1, w); err != nil || !lease.Acquired() {
-		return fmt.Errorf("WaitObserved(ctx, 1) on a new limiter: %v, %v; want a grant", lease, err)
+	if lease, err := l.Wait(wctx, 1); err != nil || !lease.Acquired() {
+		return fmt.Errorf("Wait(ctx, 1) on a new limiter: %v, %v; want a grant", lease, err)
 	}
-	if err := nothing(w, "WaitObserved(ctx, 1) granted at once"); err != nil {
+	if err := nothing(w, "Wait(ctx, 1) granted at once"); err != nil {
 		return err
 	}
 
@@ -500,11 +498,11 @@ func checkObservableWaiter(newL func() ratelimit.Limiter) error {
 	w, wctx = watching()
 	ctx, cancel := context.WithTimeout(wctx, time.Millisecond)
 	start := time.Now()
-	lease, err := l.(ratelimit.ObservableWaiter).WaitObserved(ctx, 1, w)
+	lease, err := l.Wait(ctx, 1)
 	took := time.Since(start)
 	cancel()
 	if r := lease.Reason(); err == nil && (r == ratelimit.ReasonDeadline || r == ratelimit.ReasonQueueFull) {
-		if err := nothing(w, fmt.Sprintf("WaitObserved(ctx, 1) refused at once (%v)", r)); err != nil {
+		if err := nothing(w, fmt.Sprintf("Wait(ctx, 1) refused at once (%v)", r)); err != nil {
 			return err
 		}
 	} else if q, _ := w.Told(); len(q) != 0 {
@@ -515,7 +513,7 @@ func checkObservableWaiter(newL func() ratelimit.Limiter) error {
 
 	// Queued, then cancelled.
 	l = newL()
-	r, err := refuse(l, contractCapacity, 1)
+	_, err = refuse(l, contractCapacity, 1)
 	if err != nil {
 		return err
 	}
@@ -529,7 +527,7 @@ func checkObservableWaiter(newL func() ratelimit.Limiter) error {
 	done := make(chan result, 1)
 	start = time.Now()
 	go func() {
-		lease, err := l.(ratelimit.ObservableWaiter).WaitObserved(ctx, 1, w)
+		lease, err := l.Wait(ctx, 1)
 		done <- result{lease, err}
 	}()
 	var res result
@@ -539,24 +537,24 @@ func checkObservableWaiter(newL func() ratelimit.Limiter) error {
 		select {
 		case res = <-done:
 		case <-time.After(2 * time.Second):
-			return fmt.Errorf("WaitObserved(ctx, 1) did not return within 2s of ctx's cancellation")
+			return fmt.Errorf("Wait(ctx, 1) did not return within 2s of ctx's cancellation")
 		}
 	case res = <-done: // answered without waiting for ctx
-		if res.err == nil && res.lease.Acquired() {
-			res.lease.Release()
-			if !r.held() {
-				return fmt.Errorf("%w: WaitObserved(ctx, 1) granted", errInconclusive)
-			}
+	case <-time.After(500 * time.Millisecond):
+		// Not told it queued: a limiter that tells nothing, or one that
+		// forgot to. Either must tell nothing at all.
+		cancel()
+		select {
+		case res = <-done:
+		case <-time.After(2 * time.Second):
+			return fmt.Errorf("Wait(ctx, 1) with every permit taken did not return within 2s of ctx's cancellation")
 		}
-		if q, _ := w.Told(); len(q) == 0 {
-			return nothing(w, "WaitObserved(ctx, 1) answered at once") // a limiter that does not queue
-		}
-	case <-time.After(2 * time.Second):
-		return fmt.Errorf("WaitObserved(ctx, 1) with every permit taken neither returned nor told its observer Queued within 2s")
 	}
-	took = time.Since(start)
 	if res.err == nil && res.lease.Acquired() {
 		res.lease.Release()
 	}
-	return once(w, res.lease, res.err, took)
+	if q, _ := w.Told(); len(q) == 0 {
+		return nothing(w, "Wait(ctx, 1) that did not tell Queued") // a limiter that does not queue, or does not tell
+	}
+	return once(w, res.lease, res.err, time.Since(start))
 }

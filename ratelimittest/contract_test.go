@@ -9,8 +9,8 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/base"
-	"github.com/limitkit/ratelimit/internal/leases"
 	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/waittrace"
 )
 
 // fault is a broken promise of a limiter, for checking that TestLimiter
@@ -27,16 +27,28 @@ const (
 	overGrants               // Acquire checks and takes in two steps: goroutines overtake each other
 	shortRetryAfter          // a window's refusal reports half the wait
 	releaseFreesWindow       // Release of a window's lease gives its permits back
-	watchesAtOnce            // WaitObserved tells its observer of a Wait granted at once
-	watchForgetsEnd          // WaitObserved never tells its observer Dequeued
-	watchForeignCtx          // WaitObserved tells its observer Dequeued with another ctx
+	watchesAtOnce            // Wait tells its hooks of a Wait granted at once
+	watchForgetsEnd          // Wait never tells its hooks Dequeued
 )
 
+// decision is the figures of a lease.
+type decision struct {
+	Remaining              int64
+	RetryAfter, ResetAfter time.Duration
+	Granted                bool
+}
+
 // newLease makes a lease whose Release calls rel (when not nil) with
-// token, as the module's limiters do: the faults below must be free to
-// break what NewLease guarantees (a release called once).
-func newLease(d ratelimit.Decision, limit int64, rel leases.Releaser, token uint64) ratelimit.Lease {
-	return ratelimit.Lease(leases.New(d.Granted, uint8(ratelimit.ReasonLimit), limit, d.Remaining, d.RetryAfter, d.ResetAfter, rel, token))
+// token: the faults below must be free to release twice.
+func newLease(d decision, limit int64, rel interface{ Release(uint64) }, token uint64) ratelimit.Lease {
+	o := &ratelimit.Outcome{Limit: limit, Reason: ratelimit.ReasonLimit}
+	if d.Granted {
+		o.Reason = ratelimit.ReasonNone
+		if rel != nil {
+			o.Releaser = rel
+		}
+	}
+	return o.Lease(d.Remaining, d.RetryAfter, d.ResetAfter, token)
 }
 
 // faulty is a semaphore, like the Example's, that breaks the promise f.
@@ -81,7 +93,7 @@ func (s *faulty) Acquire(ctx context.Context, permits int) (ratelimit.Lease, err
 	if s.f == refusalTakes {
 		s.held++
 	}
-	d := ratelimit.Decision{Remaining: max(s.capacity-s.held, 0), RetryAfter: -1}
+	d := decision{Remaining: max(s.capacity-s.held, 0), RetryAfter: -1}
 	return newLease(d, s.capacity, nil, 0), nil
 }
 
@@ -90,7 +102,7 @@ func (s *faulty) grant(p int64) ratelimit.Lease {
 	s.held += p
 	s.next++
 	s.leases[s.next] = p
-	d := ratelimit.Decision{Remaining: max(s.capacity-s.held, 0), Granted: true}
+	d := decision{Remaining: max(s.capacity-s.held, 0), Granted: true}
 	return newLease(d, s.capacity, s, s.next)
 }
 
@@ -123,7 +135,7 @@ func (s *faulty) Release(token uint64) {
 	}
 }
 
-// watched is faulty with a WaitObserved (a ratelimit.ObservableWaiter) that
+// watched is faulty with a Wait that tells ctx's waittrace hooks and
 // breaks the promise f.
 type watched struct{ *faulty }
 
@@ -133,32 +145,28 @@ func newWatched(f fault) func(int64) ratelimit.Limiter {
 	}
 }
 
-func (s watched) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
+func (s watched) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	_, span := waittrace.Begin(ctx, permits)
 	lease, err := s.Acquire(ctx, permits)
 	if err != nil || lease.Acquired() {
 		if s.f == watchesAtOnce {
-			o.Queued(ctx, permits)
-			o.Dequeued(ctx, permits, 0, lease, err)
+			span.Join(time.Now())
+			span.Done(time.Now(), lease.Acquired(), err)
 		}
 		return lease, err
 	}
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < 10*time.Millisecond {
 		lease, _ := s.Acquire(ctx, permits) // refused at once for its deadline
 		if s.f == watchesAtOnce {
-			o.Queued(ctx, permits)
-			o.Dequeued(ctx, permits, 0, lease, nil)
+			span.Join(time.Now())
+			span.Done(time.Now(), false, nil)
 		}
 		return lease, nil
 	}
-	o.Queued(ctx, permits)
-	start := time.Now()
-	lease, err = s.Wait(ctx, permits)
-	switch s.f {
-	case watchForgetsEnd:
-	case watchForeignCtx:
-		o.Dequeued(context.Background(), permits, time.Since(start), lease, err)
-	default:
-		o.Dequeued(ctx, permits, time.Since(start), lease, err)
+	span.Join(time.Now())
+	lease, err = s.faulty.Wait(ctx, permits)
+	if s.f != watchForgetsEnd {
+		span.Done(time.Now(), lease.Acquired(), err)
 	}
 	return lease, err
 }
@@ -196,12 +204,12 @@ func (w *window) Acquire(ctx context.Context, permits int) (ratelimit.Lease, err
 		if w.f == shortRetryAfter {
 			end /= 2
 		}
-		d := ratelimit.Decision{Remaining: w.capacity - w.used, RetryAfter: end, ResetAfter: end}
+		d := decision{Remaining: w.capacity - w.used, RetryAfter: end, ResetAfter: end}
 		return newLease(d, w.capacity, nil, 0), nil
 	}
 	w.used += p
-	d := ratelimit.Decision{Remaining: w.capacity - w.used, ResetAfter: end, Granted: true}
-	var rel leases.Releaser
+	d := decision{Remaining: w.capacity - w.used, ResetAfter: end, Granted: true}
+	var rel interface{ Release(uint64) }
 	if w.f == releaseFreesWindow {
 		rel = windowRelease{w, p}
 	}
@@ -282,9 +290,8 @@ func TestLimiterCatches(t *testing.T) {
 		{"overGrants", newFaulty(overGrants), "HeldWithinCapacity"},
 		{"shortRetryAfter", newWindow(shortRetryAfter), "RetryAfterSuffices"},
 		{"releaseFreesWindow", newWindow(releaseFreesWindow), "ReleaseIsIdempotent"},
-		{"watchesAtOnce", newWatched(watchesAtOnce), "ObservableWaitReports"},
-		{"watchForgetsEnd", newWatched(watchForgetsEnd), "ObservableWaitReports"},
-		{"watchForeignCtx", newWatched(watchForeignCtx), "ObservableWaitReports"},
+		{"watchesAtOnce", newWatched(watchesAtOnce), "WaitTraceReports"},
+		{"watchForgetsEnd", newWatched(watchForgetsEnd), "WaitTraceReports"},
 	} {
 		c := c
 		t.Run(c.name, func(t *testing.T) {

@@ -9,7 +9,7 @@
 //
 // Clock is a fake ratelimit.Clock for exact tests: pass it to a limiter
 // (memory.WithClock, redis.WithClock) and move time with Advance. QueueLog
-// records what a ratelimit.ObservableWaiter tells of the Waits that queue.
+// records what a limiter tells the waittrace hooks of the Waits that queue.
 //
 // The scenarios that hold limitkit's own backends to the same decisions
 // (exact sequences per algorithm, queues, extreme configurations, bounds

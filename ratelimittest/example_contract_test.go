@@ -41,19 +41,32 @@ func (s *semaphore) Acquire(ctx context.Context, permits int) (ratelimit.Lease, 
 	p := int64(permits)
 	// A status check (permits == 0) is granted when a permit is free.
 	if s.held+max(p, 1) > s.capacity {
-		// RetryAfter unknown: the permits come back on Release.
-		d := ratelimit.Decision{Remaining: s.capacity - s.held, RetryAfter: -1}
-		return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonLimit, nil), nil
+		// RetryAfter unknown (negative): the permits come back on Release.
+		refused := ratelimit.Outcome{Limit: s.capacity, Reason: ratelimit.ReasonLimit}
+		return refused.Lease(s.capacity-s.held, -1, 0, 0), nil
 	}
 	s.held += p
-	d := ratelimit.Decision{Remaining: s.capacity - s.held, Granted: true}
-	// NewLease calls release once, however often the lease is released.
-	release := func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.held -= p
-	}
-	return ratelimit.NewLease(d, s.capacity, ratelimit.ReasonNone, release), nil
+	// Each grant has an Outcome of its own, whose Releaser gives its
+	// permits back once, however often the lease is released.
+	g := &grant{s: s, p: p}
+	g.o = ratelimit.Outcome{Limit: s.capacity, Releaser: g}
+	return g.o.Lease(s.capacity-s.held, 0, 0, 0), nil
+}
+
+// grant is one grant of a semaphore.
+type grant struct {
+	s    *semaphore
+	p    int64
+	once sync.Once
+	o    ratelimit.Outcome
+}
+
+func (g *grant) Release(uint64) {
+	g.once.Do(func() {
+		g.s.mu.Lock()
+		defer g.s.mu.Unlock()
+		g.s.held -= g.p
+	})
 }
 
 // Wait polls Acquire every millisecond until it is granted or ctx is done.

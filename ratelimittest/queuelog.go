@@ -6,12 +6,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/waittrace"
 )
 
-// QueueLog is a ratelimit.QueueObserver that records what it is told, for
-// tests of a ratelimit.ObservableWaiter. The zero value is ready to use; it
-// is safe for concurrent use.
+// QueueLog records what a limiter's Wait tells the waittrace hooks of the
+// calls that queue: put Hooks on a Wait's ctx with waittrace.WithHooks. The
+// zero value is ready to use; it is safe for concurrent use.
 type QueueLog struct {
 	mu       sync.Mutex
 	queued   []QueueEvent
@@ -19,13 +19,13 @@ type QueueLog struct {
 	joined   chan struct{} // closed at the first Queued
 }
 
-// QueueEvent is one call of a QueueLog's methods: its ctx and permits, and
-// for Dequeued the time queued and the Wait's answer.
+// QueueEvent is one call of a QueueLog's hooks: its ctx and permits, and
+// for Dequeued the time queued and what the Wait told (Granted, Err).
 type QueueEvent struct {
 	Ctx     context.Context
 	Permits int
 	Queued  time.Duration
-	Lease   ratelimit.Lease
+	Granted bool
 	Err     error
 }
 
@@ -35,8 +35,12 @@ func (l *QueueLog) init() {
 	}
 }
 
-// Queued records a Wait that joined the queue.
-func (l *QueueLog) Queued(ctx context.Context, permits int) {
+// Hooks returns the hooks that record into l.
+func (l *QueueLog) Hooks() *waittrace.Hooks {
+	return &waittrace.Hooks{Queued: l.queue, Dequeued: l.dequeue}
+}
+
+func (l *QueueLog) queue(ctx context.Context, permits int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.init()
@@ -46,11 +50,10 @@ func (l *QueueLog) Queued(ctx context.Context, permits int) {
 	}
 }
 
-// Dequeued records a Wait that left the queue.
-func (l *QueueLog) Dequeued(ctx context.Context, permits int, queued time.Duration, lease ratelimit.Lease, err error) {
+func (l *QueueLog) dequeue(ctx context.Context, permits int, queued time.Duration, granted bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.dequeued = append(l.dequeued, QueueEvent{Ctx: ctx, Permits: permits, Queued: queued, Lease: lease, Err: err})
+	l.dequeued = append(l.dequeued, QueueEvent{Ctx: ctx, Permits: permits, Queued: queued, Granted: granted, Err: err})
 }
 
 // Told returns the calls of Queued and of Dequeued so far, in order.
@@ -67,5 +70,3 @@ func (l *QueueLog) Joined() <-chan struct{} {
 	l.init()
 	return l.joined
 }
-
-var _ ratelimit.QueueObserver = (*QueueLog)(nil)

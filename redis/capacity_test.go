@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/tokenbucket"
 )
@@ -30,8 +29,7 @@ func TestReservationOverCapacity(t *testing.T) {
 			if r, err := l.call(ctx, l.localNow(), opWait, 6, int64(-1)); err != nil || r.granted || r.extra != refusedQueueFull {
 				t.Fatalf("the script, asked to reserve 6 on a burst of 5: %+v, %v; want refused as the queue's", r, err)
 			}
-			q := base.Queueing[ratelimit.Lease]{Ctx: ctx, Permits: 6}
-			if lease, err := l.reserve(ctx, 6, &q); !errors.Is(err, ratelimit.ErrExceedsLimit) {
+			if lease, err := l.reserve(ctx, 6, nil); !errors.Is(err, ratelimit.ErrExceedsLimit) {
 				t.Fatalf("reserve(6) on a burst of 5: %v, %v; want ErrExceedsLimit", lease, err)
 			}
 			if g, err := l.Acquire(ctx, 5); err != nil || !g.Acquired() || g.Remaining() != 0 {

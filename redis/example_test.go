@@ -52,8 +52,7 @@ func ExampleFactory() {
 	if err != nil {
 		panic(err)
 	}
-	limiter, err := partitioned.New(partitioned.Config[string]{
-		Key: func(ip string) string { return ip },
+	limiter, err := partitioned.New(partitioned.Config{
 		New: perIP.ForKey,
 	})
 	if err != nil {

@@ -52,11 +52,11 @@ func (c *setClock) Pending() int {
 	return c.pending
 }
 
-func (c *setClock) AfterFunc(time.Duration, func()) ratelimit.Timer {
+func (c *setClock) AfterFunc(time.Duration, func()) func() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pending++
-	return &setTimer{c: c}
+	return (&setTimer{c: c}).Stop
 }
 
 type setTimer struct {
@@ -74,8 +74,6 @@ func (t *setTimer) Stop() bool {
 	t.c.pending--
 	return true
 }
-
-func (t *setTimer) Reset(time.Duration) bool { return false }
 
 // bothClients returns a miniredis client and a real server's.
 func bothClients(t *testing.T) map[string]goredis.UniversalClient {
@@ -492,11 +490,13 @@ func TestWaitForAvailability(t *testing.T) {
 	}
 }
 
-// TestRefund: every limiter is a ratelimit.Refunder. A refund right after
+// TestRefund: every limiter is a refunder (control.Refund). A refund right after
 // the grant gives its permits back; one after the permits came back with
 // time gives nothing.
 func TestRefund(t *testing.T) {
-	var _ ratelimit.Refunder = (*redis.Limiter)(nil)
+	var _ interface {
+		Refund(context.Context, ratelimit.Lease, int) error
+	} = (*redis.Limiter)(nil)
 	for name, c := range bothClients(t) {
 		t.Run(name, func(t *testing.T) { testRefund(t, c) })
 	}
@@ -545,7 +545,7 @@ func testRefund(t *testing.T, c goredis.UniversalClient) {
 			// Refunds of leases it did not grant change nothing.
 			refused, _ := l.Acquire(bg, 1)
 			refusedStatus, _ := l.Acquire(bg, 0)
-			for _, other := range []ratelimit.Lease{refused, refusedStatus, status, {}, ratelimit.NewLease(ratelimit.Decision{Granted: true}, 3, 0, nil)} {
+			for _, other := range []ratelimit.Lease{refused, refusedStatus, status, {}, (&ratelimit.Outcome{Limit: 3}).Lease(0, 0, 0, 0)} {
 				if err := l.Refund(bg, other, 1); err != nil {
 					t.Fatal(err)
 				}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/backend"
-	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // FailurePolicy says what a limiter answers when Redis cannot decide
@@ -38,7 +37,7 @@ func (p FailurePolicy) String() string {
 // applied, whose figures (-1) say so, so that a client told of them (the
 // RateLimit header fields httplimit writes) is not asked to slow down
 // while Redis fails.
-var failedOpen = leases.MakeInfos(-1)
+var failedOpen = backend.MakeOutcomes(-1)
 
 // ended is ctx's error once ctx has ended or its deadline has passed: a
 // client that bounds a call by the deadline (ContextTimeoutEnabled) fails
@@ -75,9 +74,9 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 	case FailOpen:
 		// No limit was applied, and nothing was taken: no figures, nothing
 		// to refund or release.
-		return backend.Lease(&failedOpen, ratelimit.Decision{Granted: true, Remaining: -1, RetryAfter: -1}, ratelimit.ReasonNone, 0), nil
+		return (&failedOpen).Lease(backend.Decision{Granted: true, Remaining: -1, RetryAfter: -1}, ratelimit.ReasonNone, 0), nil
 	case FailClosed:
-		return backend.Lease(&l.params().infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonUnavailable, 0), nil
+		return (&l.params().infos).Lease(backend.Decision{RetryAfter: -1}, ratelimit.ReasonUnavailable, 0), nil
 	}
 	return ratelimit.Lease{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 }

@@ -127,7 +127,9 @@ func (l *Limiter) stopRenewal() {
 		return
 	}
 	x.renewer = nil
-	x.renewTimer.Stop()
+	if x.renewStop != nil {
+		x.renewStop()
+	}
 	if r.n--; r.n == 0 {
 		r.signal()
 	}
@@ -137,13 +139,13 @@ func (l *Limiter) stopRenewal() {
 // renewMu.
 func (l *Limiter) schedule() {
 	d, x := l.o.leaseTTL/3, l.ext()
-	switch {
-	case x.renewTimer != nil:
-		x.renewTimer.Reset(d)
-	case l.o.clock != nil:
-		x.renewTimer = l.o.clock.AfterFunc(d, l.renewDue)
-	default:
-		x.renewTimer = time.AfterFunc(d, l.renewDue)
+	if x.renewStop != nil {
+		x.renewStop()
+	}
+	if l.o.clock != nil {
+		x.renewStop = l.o.clock.AfterFunc(d, l.renewDue)
+	} else {
+		x.renewStop = time.AfterFunc(d, l.renewDue).Stop
 	}
 }
 

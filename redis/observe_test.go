@@ -10,12 +10,13 @@ import (
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/redis"
 	"github.com/limitkit/ratelimit/tokenbucket"
+	"github.com/limitkit/ratelimit/waittrace"
 )
 
 // A token bucket's Wait that Redis cannot answer waits in the fallback's
-// queue: its observer is told of that queueing, once, with the time the
-// fallback kept it (on the fake clock).
-func TestWaitObservedInFallback(t *testing.T) {
+// queue: the waittrace hooks of its ctx are told of that queueing, once,
+// with the time the fallback kept it (on the fake clock).
+func TestWaitTracedInFallback(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock()
 	cfg := tokenbucket.Config{Rate: 2, Burst: 1}
@@ -36,7 +37,7 @@ func TestWaitObservedInFallback(t *testing.T) {
 	mini.Close() // Redis is gone: the fallback answers
 	var o ratelimittest.QueueLog
 	done := make(chan ratelimit.Lease, 1)
-	go func() { lease, _ := l.WaitObserved(ctx, 1, &o); done <- lease }()
+	go func() { lease, _ := l.Wait(waittrace.WithHooks(ctx, o.Hooks()), 1); done <- lease }()
 	waitTimers(t, clock, 1) // queued in the fallback, its timer armed
 	clock.Advance(500 * time.Millisecond)
 	if lease := <-done; !lease.Acquired() {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/internal/algo"
-	"github.com/limitkit/ratelimit/internal/leases"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/tokenbucket"
 )
@@ -60,7 +59,7 @@ func TestRatesOfEveryMagnitude(t *testing.T) {
 }
 
 // A grant's lease says the time until the available quota next grows, for
-// the configuration in force: the t httplimit sends (see internal/leases).
+// the configuration in force: the t httplimit sends (see ratelimit.Lease.GrowsAfter).
 func TestGrantsSayWhenTheQuotaGrows(t *testing.T) {
 	ctx := context.Background()
 	for name, c := range bothServers(t) {
@@ -70,14 +69,14 @@ func TestGrantsSayWhenTheQuotaGrows(t *testing.T) {
 			t.Fatal(err)
 		}
 		lease, err := l.Acquire(ctx, 1)
-		if d, ok := leases.Lease(lease).GrowsAfter(clock.Now()); err != nil || !ok || d != 40*time.Second {
+		if d, ok := lease.GrowsAfter(clock.Now()); err != nil || !ok || d != 40*time.Second {
 			t.Errorf("%s: a grant of a 1m window says %v %v (%v), want 40s", name, d, ok, err)
 		}
 		if err := l.Reconfigure(fixedwindow.Config{Limit: 5, Window: 30 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
 		lease, err = l.Acquire(ctx, 1)
-		if d, ok := leases.Lease(lease).GrowsAfter(clock.Now()); err != nil || !ok || d != 10*time.Second {
+		if d, ok := lease.GrowsAfter(clock.Now()); err != nil || !ok || d != 10*time.Second {
 			t.Errorf("%s: reconfigured to 30s, a grant says %v %v (%v), want 10s", name, d, ok, err)
 		}
 		l.Close()

@@ -44,11 +44,10 @@ import (
 	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
-	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // Limiter is a ratelimit.Limiter whose state lives in Redis. It is also a
-// ratelimit.Refunder (see Refund), so a Chain that a later member refuses
+// refunder (control.Refund) (see Refund), so a Chain that a later member refuses
 // spends nothing of it.
 //
 // A Limiter is a handle: its key, its pipe and a few words of its own; what
@@ -84,7 +83,7 @@ type params struct {
 	cfg       ratelimit.Config // what it was made from (a value, not a pointer)
 	args      []interface{}    // the algorithm's parameters, after now, permits and op
 	capacity  int64
-	infos     leases.Infos // of capacity; a rate grant's token is its instant (us)
+	infos     backend.Outcomes // of capacity; a rate grant's token is its instant (us)
 	queue     ratelimit.Queue
 	unlimited bool
 }
@@ -96,9 +95,9 @@ func (s *shape) params() *params { return s.p.Load() }
 // concurrency leases, made on first need (see Limiter.ext): a limiter that
 // only acquires stays small.
 type ext struct {
-	closed   chan struct{} // closed by Close: wakes sleeping waiters
-	held     leases.Info   // concurrency grants; the token is the holder's number
-	holders  sync.Map      // holder number -> *holder, for renewal and release
+	closed   chan struct{}     // closed by Close: wakes sleeping waiters
+	held     ratelimit.Outcome // concurrency grants; the token is the holder's number
+	holders  sync.Map          // holder number -> *holder, for renewal and release
 	nHolders atomic.Int64
 	seq      atomic.Uint64
 	id       string // this limiter's part of its holders' names
@@ -106,7 +105,7 @@ type ext struct {
 	// leases are held, the timer that marks them due on the limiter's
 	// clock, and whether they wait in the renewer's due list.
 	renewer     *renewer
-	renewTimer  ratelimit.Timer
+	renewStop   func() bool // the renewal timer's
 	renewQueued bool
 }
 
@@ -121,7 +120,7 @@ func (l *Limiter) ext() *ext {
 		return x
 	}
 	x := &ext{closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36)}
-	x.held = leases.GrantInfo(l.params().capacity, (*releaser)(l))
+	x.held = ratelimit.Outcome{Limit: l.params().capacity, Releaser: (*releaser)(l)}
 	if l.closed.Load() {
 		close(x.closed)
 	}
@@ -189,7 +188,7 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 	}
 	cfg = check.Value(cfg)
 	s := &shape{client: client, direct: honoursDeadlines(client), o: o}
-	pm := &params{cfg: cfg, capacity: cfg.Capacity(), infos: leases.MakeInfos(cfg.Capacity()), queue: cfg.QueueOptions()}
+	pm := &params{cfg: cfg, capacity: cfg.Capacity(), infos: backend.MakeOutcomes(cfg.Capacity()), queue: cfg.QueueOptions()}
 	d, err := algo.Of("redis", cfg)
 	if err != nil {
 		return nil, err
@@ -252,8 +251,8 @@ func honoursDeadlines(client goredis.UniversalClient) bool {
 	return false
 }
 
-func (l *Limiter) decision(r reply) ratelimit.Decision {
-	return ratelimit.Decision{Granted: r.granted, Remaining: r.remaining, RetryAfter: r.retryAfter, ResetAfter: r.resetAfter}
+func (l *Limiter) decision(r reply) backend.Decision {
+	return backend.Decision{Granted: r.granted, Remaining: r.remaining, RetryAfter: r.retryAfter, ResetAfter: r.resetAfter}
 }
 
 func (l *Limiter) isClosed() bool { return l.closed.Load() }
@@ -271,7 +270,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 	}
 	pm := l.params()
 	if pm.unlimited {
-		return backend.Lease(&pm.infos, ratelimit.Decision{Granted: true, Remaining: -1}, ratelimit.ReasonNone, 0), nil
+		return (&pm.infos).Lease(backend.Decision{Granted: true, Remaining: -1}, ratelimit.ReasonNone, 0), nil
 	}
 	p := int64(permits)
 	at := l.localNow()
@@ -294,7 +293,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (ratelimit.Lease, er
 }
 
 // CheckPermits reports the error Acquire and Wait return for permits
-// whatever the state (ratelimit.PermitChecker): a negative permits, or
+// whatever the state (a Chain, which asks it first): a negative permits, or
 // more than the capacity of the configuration this process applies.
 func (l *Limiter) CheckPermits(permits int) error {
 	return base.CheckPermits(permits, l.params().capacity)
@@ -330,10 +329,10 @@ func (l *Limiter) lease(r reply, p int64, n uint64, reason ratelimit.Reason) rat
 	d := l.decision(r)
 	switch {
 	case !d.Granted || p == 0:
-		return backend.Lease(&l.params().infos, d, reason, 0)
+		return (&l.params().infos).Lease(d, reason, 0)
 	case l.release:
 		if !l.hold(n, p) {
-			return backend.Lease(&l.params().infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0)
+			return (&l.params().infos).Lease(backend.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0)
 		}
 		return backend.Grant(&l.ext().held, d, n)
 	}
@@ -341,7 +340,7 @@ func (l *Limiter) lease(r reply, p int64, n uint64, reason ratelimit.Reason) rat
 }
 
 // Reconfigure applies cfg, a config of the limiter's algorithm, to this
-// process's next calls (see ratelimit.Reconfigurer); every process that
+// process's next calls (see control.Reconfigure); every process that
 // shares the keys applies it from its next call once it has reconfigured
 // (a policy store tells them: see package policy), and decides with the
 // old one until then. The state in Redis carries over as the script reads
@@ -399,7 +398,7 @@ func (s *shape) reconfigure(cfg ratelimit.Config, closed func() bool) error {
 }
 
 // Reset puts the limiter's state in Redis back to its initial state (see
-// ratelimit.Resetter), for every process: its keys are deleted, in one
+// control.Reset), for every process: its keys are deleted, in one
 // round trip bounded by the limiter's timeout (a failure wraps
 // ErrUnavailable). A concurrency limit forgets its holders: their leases,
 // in any process, give nothing back when released (the script releases a
@@ -465,6 +464,9 @@ func (l *Limiter) IdleFor() (time.Duration, bool) {
 // default); Queued, Granted and Refused are not tracked across processes.
 // When Redis does not answer in time it reports zero Stats: StatsContext
 // reports the error.
+// Backend returns "redis": the backend's name, as metrics label it.
+func (l *Limiter) Backend() string { return "redis" }
+
 func (l *Limiter) Stats() ratelimit.Stats {
 	s, _ := l.StatsContext(context.Background())
 	return s

@@ -2,16 +2,17 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/internal/backend"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/internal/base"
 )
 
 // Refund gives back the permits of lease, a grant of permits by this
-// limiter, as ratelimit.Refunder says: in one round trip the script takes
+// limiter, as refunder (control.Refund) says: in one round trip the script takes
 // them back from where the grant was counted (the grant's instant is the
 // lease's token), as if they had never been granted, and only what still
 // counts: tokens less what refilled since the grant (as
@@ -23,7 +24,7 @@ import (
 // do leases of limiters of another configuration; a lease of another
 // handle on the same key and config is taken as this one's (the state is
 // shared). A lease of the fallback (WithFallback) is refunded there when
-// the fallback is a Refunder.
+// the fallback can refund (control.Refund).
 func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
 	capacity := l.params().capacity
 	if l.release {
@@ -41,14 +42,14 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 	var at uint64
 	var ok bool
 	if l.release {
-		at, ok = backend.Token(lease, &l.ext().held)
+		at, ok = (&l.ext().held).Token(lease)
 	} else {
-		at, ok = backend.Token(lease, &l.params().infos[0])
+		at, ok = (&l.params().infos[0]).Token(lease)
 	}
 	if !ok {
 		// Not ours: the fallback's, when it granted while Redis failed.
-		if f, isRefunder := l.o.fallback.(ratelimit.Refunder); isRefunder {
-			return f.Refund(ctx, lease, permits)
+		if err := control.Refund(ctx, l.o.fallback, lease, permits); !errors.Is(err, errors.ErrUnsupported) {
+			return err
 		}
 		return nil
 	}

@@ -34,8 +34,8 @@ func (l *Limiter) cached(p int64, at time.Time) (ratelimit.Lease, bool) {
 	if now >= r.until {
 		return ratelimit.Lease{}, false
 	}
-	d := ratelimit.Decision{Remaining: r.remaining, RetryAfter: time.Duration(r.retryAt - now), ResetAfter: time.Duration(max(r.resetAt-now, 0))}
-	return backend.Lease(&l.params().infos, d, ratelimit.ReasonLimit, 0), true
+	d := backend.Decision{Remaining: r.remaining, RetryAfter: time.Duration(r.retryAt - now), ResetAfter: time.Duration(max(r.resetAt-now, 0))}
+	return (&l.params().infos).Lease(d, ratelimit.ReasonLimit, 0), true
 }
 
 // remember caches a refusal of p permits decided at the local instant at; a

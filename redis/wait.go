@@ -9,7 +9,7 @@ import (
 	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
-	"github.com/limitkit/ratelimit/internal/leases"
+	"github.com/limitkit/ratelimit/waittrace"
 )
 
 // Wait takes permits, waiting until ctx is done. The token bucket reserves in
@@ -19,29 +19,27 @@ import (
 // releases. A ctx deadline that cannot be met is refused at once. Wait(ctx,
 // 0) waits, the same way but never reserving and whatever the queue limit,
 // until at least one permit is available, and takes nothing.
+//
+// The time a call spends queued, from its first sleep to its answer, is
+// told to ctx's waittrace hooks; a call answered by its first round trip
+// tells nothing.
 func (l *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	return l.WaitObserved(ctx, permits, nil)
-}
-
-// WaitObserved is Wait, telling o (when not nil) of the time the call spends
-// queued, as ratelimit.ObservableWaiter says: from its first sleep to its
-// answer. A call answered by its first round trip tells o nothing.
-func (l *Limiter) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	if err := base.CheckPermits(permits, l.params().capacity); err != nil {
 		return ratelimit.Lease{}, err
 	}
 	if err := base.CheckContext(ctx); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	q := base.Queueing[ratelimit.Lease]{O: o, Ctx: ctx, Permits: permits}
-	lease, err := l.wait(ctx, permits, &q)
-	return q.Leave(l.localNow, lease, err)
+	ctx, span := waittrace.Begin(ctx, permits)
+	lease, err := l.wait(ctx, permits, span)
+	span.Done(l.localNow(), lease.Acquired(), err)
+	return lease, err
 }
 
 // wait is Wait after its arguments were checked.
-func (l *Limiter) wait(ctx context.Context, permits int, q *base.Queueing[ratelimit.Lease]) (ratelimit.Lease, error) {
+func (l *Limiter) wait(ctx context.Context, permits int, span *waittrace.Span) (ratelimit.Lease, error) {
 	if l.reserves && !l.params().unlimited && permits > 0 {
-		return l.reserve(ctx, int64(permits), q)
+		return l.reserve(ctx, int64(permits), span)
 	}
 	backoff := time.Millisecond
 	for {
@@ -64,7 +62,7 @@ func (l *Limiter) wait(ctx context.Context, permits int, q *base.Queueing[rateli
 		if deadline, ok := ctx.Deadline(); ok {
 			d = min(d, max(l.until(deadline), 0))
 		}
-		if lease, err := l.sleep(ctx, d, q); err != nil || lease.Reason() == ratelimit.ReasonClosed {
+		if lease, err := l.sleep(ctx, d, span); err != nil || lease.Reason() == ratelimit.ReasonClosed {
 			return lease, err
 		}
 	}
@@ -74,14 +72,14 @@ func (l *Limiter) wait(ctx context.Context, permits int, q *base.Queueing[rateli
 // instead, with the figures of the limiter that refused: a fallback's
 // refusal keeps the fallback's Limit (one allocation, while Redis fails).
 func (l *Limiter) refusedAs(lease ratelimit.Lease, r ratelimit.Reason) ratelimit.Lease {
-	d := ratelimit.Decision{Remaining: lease.Remaining(), ResetAfter: lease.ResetAfter(), RetryAfter: -1}
+	d := backend.Decision{Remaining: lease.Remaining(), ResetAfter: lease.ResetAfter(), RetryAfter: -1}
 	if ra, ok := lease.RetryAfter(); ok {
 		d.RetryAfter = ra
 	}
-	if pm := l.params(); !leases.Lease(lease).From(&pm.infos[lease.Reason()]) {
-		return ratelimit.NewLease(d, lease.Limit(), r, nil)
+	if pm := l.params(); lease.Outcome() != &pm.infos[lease.Reason()] {
+		return backend.Refusal(d, lease.Limit(), r)
 	}
-	return backend.Lease(&l.params().infos, d, r, 0)
+	return (&l.params().infos).Lease(d, r, 0)
 }
 
 // reserve is the token bucket's Wait: one round trip takes the tokens (the
@@ -89,7 +87,7 @@ func (l *Limiter) refusedAs(lease ratelimit.Lease, r ratelimit.Reason) ratelimit
 // reservation is due at the instant Acquire would grant them, and never
 // before the reservations made earlier (the key's horizon): waiters are
 // served in arrival order.
-func (l *Limiter) reserve(ctx context.Context, p int64, q *base.Queueing[ratelimit.Lease]) (ratelimit.Lease, error) {
+func (l *Limiter) reserve(ctx context.Context, p int64, span *waittrace.Span) (ratelimit.Lease, error) {
 	if l.isClosed() {
 		return ratelimit.Lease{}, ratelimit.ErrClosed
 	}
@@ -100,10 +98,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64, q *base.Queueing[ratelim
 	r, err := l.call(ctx, l.localNow(), opWait, p, maxWait)
 	if err != nil {
 		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) {
-			if ow, ok := f.(ratelimit.ObservableWaiter); ok && q.O != nil {
-				return ow.WaitObserved(ctx, int(p), q.O) // its queueing, told as its own
-			}
-			return f.Wait(ctx, int(p))
+			return f.Wait(ctx, int(p)) // its queueing is told as this Wait's
 		})
 	}
 	if err := l.exceeds(r, p); err != nil {
@@ -122,7 +117,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64, q *base.Queueing[ratelim
 		l.remember(time.Time{}, p, r, nil) // a grant: the remembered refusal is forgotten
 		return l.lease(r, p, 0, ratelimit.ReasonNone), nil
 	}
-	lease, err := l.sleep(ctx, r.retryAfter, q)
+	lease, err := l.sleep(ctx, r.retryAfter, span)
 	if err != nil || lease.Reason() == ratelimit.ReasonClosed {
 		// Give the reserved tokens back; the caller's ctx may be done.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.o.timeout, time.Second))
@@ -140,17 +135,17 @@ func (l *Limiter) reserve(ctx context.Context, p int64, q *base.Queueing[ratelim
 
 // sleep waits d on the limiter's clock; it returns ctx.Err() when ctx ends
 // and a ReasonClosed refusal when the limiter is closed.
-func (l *Limiter) sleep(ctx context.Context, d time.Duration, q *base.Queueing[ratelimit.Lease]) (ratelimit.Lease, error) {
+func (l *Limiter) sleep(ctx context.Context, d time.Duration, span *waittrace.Span) (ratelimit.Lease, error) {
 	done := make(chan struct{})
-	var t ratelimit.Timer
+	var stop func() bool
 	if l.o.clock != nil {
-		t = l.o.clock.AfterFunc(d, func() { close(done) })
+		stop = l.o.clock.AfterFunc(d, func() { close(done) })
 	} else {
-		t = time.AfterFunc(d, func() { close(done) })
+		stop = time.AfterFunc(d, func() { close(done) }).Stop
 	}
-	defer t.Stop()
+	defer stop()
 	if d > 0 {
-		q.Join(l.localNow) // once the timer is armed
+		span.Join(l.localNow()) // once the timer is armed
 	}
 	select {
 	case <-done:
@@ -158,7 +153,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, q *base.Queueing[r
 	case <-ctx.Done():
 		return ratelimit.Lease{}, ctx.Err()
 	case <-l.ext().closed:
-		return backend.Lease(&l.params().infos, ratelimit.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0), nil
+		return (&l.params().infos).Lease(backend.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0), nil
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/httplimit"
 	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/shadow"
 )
 
@@ -30,7 +31,7 @@ func ExampleNew() {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
-	middleware, err := httplimit.Middleware(httplimit.Global(dryRun), httplimit.Options{Window: time.Hour})
+	middleware, err := httplimit.Middleware(partitioned.Global(dryRun), httplimit.Options{Window: time.Hour})
 	if err != nil {
 		panic(err)
 	}

@@ -21,7 +21,7 @@
 // module (github.com/limitkit/ratelimit/otel), which counts the decisions
 // of the wrapped limiter under ratelimit.mode "shadow". To run a policy of
 // the HTTP middleware in shadow mode, give httplimit a limiter wrapped here:
-// httplimit.Global(shadow.New(l, f)), or a httplimit.KeyedFunc that returns
+// partitioned.Global(shadow.New(l, f)), or a partitioned.Func that returns
 // shadow.New(perKey.For(key), f), or a partitioned limiter whose Config.New
 // wraps each partition's limiter.
 package shadow
@@ -31,11 +31,10 @@ import (
 	"io"
 	"math"
 	"sync/atomic"
-	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/internal/base"
-	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // Refusal is what the wrapped limiter answered to a request that the shadow
@@ -55,33 +54,34 @@ type Refusal struct {
 }
 
 // Limiter is a limiter in shadow mode: its calls are granted unless invalid,
-// whatever the limiter it wraps decides. Besides ratelimit.Limiter it keeps
-// the capabilities other packages rely on, passing them to the wrapped
-// limiter: ratelimit.Idler (so partitioned can evict it), ratelimit.Refunder
-// (so a Chain that a later member refuses gives its grant back), io.Closer
-// and Stats. It is safe for concurrent use.
+// whatever the limiter it wraps decides. It unwraps to the wrapped limiter,
+// so the capabilities package control reaches (Reset, Reconfigure, Stats,
+// whose Refused counts the refusals the shadow limiter granted) and
+// partitioned's idleness are the wrapped limiter's; its own Refund takes
+// back the grants it passed on (so a Chain that a later member refuses
+// gives its grant back). It is an io.Closer, and safe for concurrent use.
 type Limiter struct {
 	l         ratelimit.Limiter
 	onRefusal func(context.Context, Refusal)
-	// free is the Info of the leases granted for the wrapped limiter's
+	// free is the Outcome of the leases granted for the wrapped limiter's
 	// refusals: no limit, nothing to release.
-	free leases.Info
-	// known is the Info of the wrapped limiter's grants that hold nothing
-	// to release, once one has been seen (the first one's: a memory or
-	// redis rate limiter makes all its grants with one). Such a grant is
-	// returned as a lease of hidden carrying the grant's token, which
-	// allocates nothing, and Refund makes the wrapped limiter's lease again
-	// from known and the token. Other grants (concurrency, Chain) are each
-	// wrapped in a grant record.
-	hidden leases.Info
-	known  atomic.Pointer[leases.Info]
+	free ratelimit.Outcome
+	// known is the Outcome of the wrapped limiter's grants that hold
+	// nothing to release, once one has been seen (the first one's: a
+	// memory or redis rate limiter makes all its grants with one). Such a
+	// grant is returned as a lease of hidden carrying the grant's token,
+	// which allocates nothing, and Refund makes the wrapped limiter's lease
+	// again from known and the token. Other grants (concurrency, Chain) are
+	// each wrapped in a grant record.
+	hidden ratelimit.Outcome
+	known  atomic.Pointer[ratelimit.Outcome]
 	closed atomic.Bool
 }
 
 // grant is a grant of the wrapped limiter that Refund cannot make again
 // from its token: its lease is kept.
 type grant struct {
-	info     leases.Info // GrantInfo(-1, the grant)
+	o        ratelimit.Outcome // no limit, the grant its Releaser
 	s        *Limiter
 	inner    ratelimit.Lease
 	refunded atomic.Bool
@@ -99,7 +99,7 @@ func New(l ratelimit.Limiter, onRefusal func(ctx context.Context, r Refusal)) *L
 	if l == nil {
 		return nil
 	}
-	return &Limiter{l: l, onRefusal: onRefusal, free: leases.GrantInfo(-1, nil), hidden: leases.GrantInfo(-1, nil)}
+	return &Limiter{l: l, onRefusal: onRefusal, free: ratelimit.Outcome{Limit: -1}, hidden: ratelimit.Outcome{Limit: -1}}
 }
 
 // Unwrap returns the wrapped limiter.
@@ -124,12 +124,6 @@ func (s *Limiter) Wait(ctx context.Context, permits int) (ratelimit.Lease, error
 	return s.acquire(ctx, permits, true)
 }
 
-// WaitObserved is Wait (ratelimit.ObservableWaiter): a shadow limiter's
-// Wait never queues, so o is told nothing.
-func (s *Limiter) WaitObserved(ctx context.Context, permits int, _ ratelimit.QueueObserver) (ratelimit.Lease, error) {
-	return s.Wait(ctx, permits)
-}
-
 func (s *Limiter) acquire(ctx context.Context, permits int, wait bool) (ratelimit.Lease, error) {
 	if permits < 0 {
 		return ratelimit.Lease{}, base.CheckPermits(permits, math.MaxInt64)
@@ -150,31 +144,39 @@ func (s *Limiter) acquire(ctx context.Context, permits int, wait bool) (ratelimi
 	if s.onRefusal != nil {
 		s.onRefusal(ctx, Refusal{Permits: permits, Wait: wait, Lease: lease, Err: err})
 	}
-	return ratelimit.Lease(s.free.Grant(-1, 0, 0)), nil
+	return s.free.Lease(-1, 0, 0, 0), nil
 }
 
 // hide returns the shadow limiter's lease for a grant of the wrapped
 // limiter: no limit, and the grant within.
 func (s *Limiter) hide(lease ratelimit.Lease) ratelimit.Lease {
-	il := leases.Lease(lease)
-	if il.Releaser() == nil {
-		info := il.Info()
+	if o := lease.Outcome(); o.Releaser == nil {
 		known := s.known.Load()
-		if known == nil && s.known.CompareAndSwap(nil, info) {
-			known = info
+		if known == nil && s.known.CompareAndSwap(nil, o) {
+			known = o
 		}
-		if token, ok := il.Token(known); ok {
-			return ratelimit.Lease(s.hidden.Grant(-1, 0, token))
+		if token, ok := known.Token(lease); ok {
+			return s.hidden.Lease(-1, 0, 0, token)
 		}
 	}
 	g := &grant{s: s, inner: lease}
-	g.info = leases.GrantInfo(-1, g)
-	return ratelimit.Lease(g.info.Grant(-1, 0, 0))
+	g.o = ratelimit.Outcome{Limit: -1, Releaser: g}
+	return g.o.Lease(-1, 0, 0, 0)
+}
+
+// grantOf is the grant record of lease, a lease of s; nil for any other.
+func (s *Limiter) grantOf(lease ratelimit.Lease) *grant {
+	if o := lease.Outcome(); o != nil {
+		if g, ok := o.Releaser.(*grant); ok && g.s == s && o == &g.o {
+			return g
+		}
+	}
+	return nil
 }
 
 // Refund gives back to the wrapped limiter a grant it made, once: through
-// its Refund when it is a ratelimit.Refunder, else by releasing the lease
-// (as Chain does with members that are not). A lease granted for a refusal
+// its Refund when it can (control.Refund), else by releasing the lease (as
+// Chain does with members that cannot). A lease granted for a refusal
 // holds nothing, and refunding it does nothing, as does refunding a lease
 // of another limiter.
 func (s *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
@@ -185,39 +187,22 @@ func (s *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 		return base.CheckPermits(permits, math.MaxInt64)
 	}
 	var inner ratelimit.Lease
-	il := leases.Lease(lease)
-	if token, ok := il.Token(&s.hidden); ok {
+	if token, ok := s.hidden.Token(lease); ok {
 		// A rate grant: it holds nothing, and the wrapped limiter takes
-		// a second refund of it as the first (the Refunder's contract).
-		inner = ratelimit.Lease(s.known.Load().Grant(0, 0, token))
-	} else if g, ok := il.Releaser().(*grant); ok && g.s == s && il.From(&g.info) && g.refunded.CompareAndSwap(false, true) {
+		// a second refund of it as the first (control.Refund's contract).
+		inner = s.known.Load().Lease(0, 0, 0, token)
+	} else if g := s.grantOf(lease); g != nil && g.refunded.CompareAndSwap(false, true) {
 		inner = g.inner
 	} else {
 		return nil
 	}
-	if r, ok := s.l.(ratelimit.Refunder); ok {
+	if r, ok := control.As[interface {
+		Refund(context.Context, ratelimit.Lease, int) error
+	}](s.l); ok {
 		return r.Refund(ctx, inner, permits)
 	}
 	inner.Release()
 	return nil
-}
-
-// IdleFor is the wrapped limiter's IdleFor; a wrapped limiter that is not
-// a ratelimit.Idler is never idle.
-func (s *Limiter) IdleFor() (time.Duration, bool) {
-	if il, ok := s.l.(ratelimit.Idler); ok {
-		return il.IdleFor()
-	}
-	return 0, false
-}
-
-// Stats is the wrapped limiter's Stats, whose Refused counts the refusals
-// the shadow limiter granted; zero Stats when it has none.
-func (s *Limiter) Stats() ratelimit.Stats {
-	if st, ok := s.l.(interface{ Stats() ratelimit.Stats }); ok {
-		return st.Stats()
-	}
-	return ratelimit.Stats{}
 }
 
 // Close closes the wrapped limiter when it is an io.Closer; later calls
@@ -233,9 +218,4 @@ func (s *Limiter) Close() error {
 	return nil
 }
 
-var (
-	_ ratelimit.Idler            = (*Limiter)(nil)
-	_ ratelimit.Refunder         = (*Limiter)(nil)
-	_ ratelimit.ObservableWaiter = (*Limiter)(nil)
-	_ io.Closer                  = (*Limiter)(nil)
-)
+var _ io.Closer = (*Limiter)(nil)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/partitioned"
@@ -101,7 +102,7 @@ func TestShadowReportsExactlyTheEnforcedRefusals(t *testing.T) {
 					t.Fatalf("refusal %d: %+v, want %v", i, r, want[i])
 				}
 			}
-			if st, est := s.Stats(), enforced.Stats(); st != est {
+			if st, est := stats(s), enforced.Stats(); st != est {
 				t.Fatalf("Stats %+v, enforced %+v", st, est)
 			}
 		})
@@ -149,14 +150,14 @@ func TestShadowGrantHoldsNoPermit(t *testing.T) {
 	if rec.len() != 3 || !rec.refusals[0].Wait || rec.refusals[0].Lease.Reason() != ratelimit.ReasonLimit {
 		t.Fatalf("refusals %+v", rec.refusals)
 	}
-	if _, ok := s.IdleFor(); ok {
+	if _, ok := idleFor(s); ok {
 		t.Fatal("idle while a permit is held")
 	}
 	real.Release()
 	if st := inner.Stats(); st.Available != 1 {
 		t.Fatalf("available %d after the real release", st.Available)
 	}
-	if _, ok := s.IdleFor(); !ok {
+	if _, ok := idleFor(s); !ok {
 		t.Fatal("not idle once released")
 	}
 	// Refund releases a concurrency grant, once.
@@ -271,8 +272,7 @@ func TestShadowPartitions(t *testing.T) {
 	rec := &recorder{}
 	var made []ratelimit.Limiter
 	var mu sync.Mutex
-	p, err := partitioned.New(partitioned.Config[string]{
-		Key: func(k string) string { return k },
+	p, err := partitioned.New(partitioned.Config{
 		New: func(string) (ratelimit.Limiter, error) {
 			l := f.New()
 			mu.Lock()
@@ -305,4 +305,22 @@ func TestShadowPartitions(t *testing.T) {
 	if _, err := made[0].Acquire(ctx, 1); !errors.Is(err, ratelimit.ErrClosed) {
 		t.Fatalf("the evicted partition's limiter was not closed: %v", err)
 	}
+}
+
+// stats is control.Stats of l, which must have them.
+func stats(l ratelimit.Limiter) ratelimit.Stats {
+	st, err := control.Stats(l)
+	if err != nil {
+		panic(err)
+	}
+	return st
+}
+
+// idleFor is the IdleFor partitioned finds through l's Unwrap.
+func idleFor(l ratelimit.Limiter) (time.Duration, bool) {
+	il, ok := control.As[partitioned.Idler](l)
+	if !ok {
+		return 0, false
+	}
+	return il.IdleFor()
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/internal/modeltest"
 )
@@ -194,7 +194,7 @@ func TestExtremeConfigs(t *testing.T) {
 			sm := simOf(m)
 			s := m.Initial()
 			for i := int64(0); i < n; i++ {
-				var d ratelimit.Decision
+				var d backend.Decision
 				if s, d = m.Step(s, t0+i*1000, 1); !d.Granted {
 					errorf("grant %d refused", i)
 					return

@@ -15,7 +15,7 @@
 // granted, so the entries that left the window and a refusal's RetryAfter
 // are found by binary search.
 //
-// Reconfigured while it runs (ratelimit.Reconfigurer), the log's grants
+// Reconfigured while it runs (control.Reconfigure), the log's grants
 // are held against the new Limit and Window (on Redis, entry by entry: a
 // grant leaves at its instant plus the new Window, as a grant made under
 // the new config would; in memory, as one entry at the change, which
@@ -26,9 +26,9 @@ import (
 	// For the memory engine compiled here: see internal/algo's doc.
 	_ "sync"
 
+	"github.com/limitkit/ratelimit/internal/backend"
 	_ "github.com/limitkit/ratelimit/internal/backend"
 	_ "github.com/limitkit/ratelimit/internal/base"
-	_ "github.com/limitkit/ratelimit/internal/leases"
 
 	"fmt"
 	"math"
@@ -105,14 +105,14 @@ func (m *model) Clone(s state) state {
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal changes nothing but dropping expired entries; its RetryAfter is
 // when enough of the oldest grants leave the window.
-func (m *model) Step(s state, now, permits int64) (state, ratelimit.Decision) {
+func (m *model) Step(s state, now, permits int64) (state, backend.Decision) {
 	if s.log == nil {
 		s.log = new(timelog.Log)
 	}
 	// A decision read at an instant older than one already made is made at
 	// that one: expiry and the grant's entry; durations stay relative to the
 	// caller's now.
-	var d ratelimit.Decision
+	var d backend.Decision
 	s.total, d = s.log.Step(s.total, now, permits, m.limit, m.window, 1)
 	return s, d
 }

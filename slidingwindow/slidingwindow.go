@@ -25,7 +25,7 @@
 // is exact for the model. A decision at an instant older than the state's
 // newest segment (or window) counts in it: never more is admitted for it.
 //
-// Reconfigured while it runs (ratelimit.Reconfigurer), the permits counted
+// Reconfigured while it runs (control.Reconfigure), the permits counted
 // at the change stay counted, against the new Limit, until the segment (or
 // window) in which the change falls leaves the window; Window and Segments
 // may change too. On Redis, a change of the weighted window's length holds
@@ -46,9 +46,9 @@ import (
 	// For the memory engine compiled here: see internal/algo's doc.
 	_ "sync"
 
+	"github.com/limitkit/ratelimit/internal/backend"
 	_ "github.com/limitkit/ratelimit/internal/backend"
 	_ "github.com/limitkit/ratelimit/internal/base"
-	_ "github.com/limitkit/ratelimit/internal/leases"
 
 	"fmt"
 	"math"
@@ -200,12 +200,12 @@ func (m *model) Holding(now, used int64) state {
 // Step decides a request for permits at now; permits == 0 is a status check.
 // A refusal changes nothing but dropping what left the window; its RetryAfter
 // is exact: the same request is granted after it and refused 1ns earlier.
-func (m *model) Step(s state, now, permits int64) (state, ratelimit.Decision) {
+func (m *model) Step(s state, now, permits int64) (state, backend.Decision) {
 	if m.segments > 0 {
 		return m.stepSegmented(s, now, permits)
 	}
 	s = m.at(s, now)
-	d := ratelimit.Decision{RetryAfter: -1}
+	d := backend.Decision{RetryAfter: -1}
 	want := max(permits, 1)
 	prev := m.previous(s, now)                          // weight(s, now), computed once
 	if prev+float64(s.total) <= float64(m.limit-want) { // fits(s, now, want)
@@ -225,11 +225,11 @@ func (m *model) Step(s state, now, permits int64) (state, ratelimit.Decision) {
 // are recorded at their segment's start, and so leave the window when
 // their segment does. A decision read at an instant older than one already
 // made is made at that one, in its segment.
-func (m *model) stepSegmented(s state, now, permits int64) (state, ratelimit.Decision) {
+func (m *model) stepSegmented(s state, now, permits int64) (state, backend.Decision) {
 	if s.log == nil {
 		s.log = new(timelog.Log)
 	}
-	var d ratelimit.Decision
+	var d backend.Decision
 	s.total, d = s.log.Step(s.total, now, permits, m.limit, m.window, m.seg)
 	return s, d
 }

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/internal/modeltest"
 )
@@ -502,7 +502,7 @@ func TestParityWithXTimeRateModel(t *testing.T) {
 				t.Fatalf("seq %d step %d: tokens %v, x/time/rate %v", seq, i, got, want)
 			}
 			want := oracle.AllowN(at, int(n))
-			var d ratelimit.Decision
+			var d backend.Decision
 			s, d = m.Step(s, now, n)
 			if d.Granted != want {
 				t.Fatalf("seq %d step %d (Rate %v Burst %d): Step(%d) granted %v, AllowN %v", seq, i, lim, burst, n, d.Granted, want)

@@ -35,7 +35,7 @@
 //
 // Memory: the state is 24 bytes per key (a token count and two instants).
 //
-// Reconfigured while it runs (ratelimit.Reconfigurer), a bucket keeps the
+// Reconfigured while it runs (control.Reconfigure), a bucket keeps the
 // whole tokens it holds, clamped to the new Burst (as x/time/rate's
 // SetBurst), and its debt to queued reservations, which keep their turn;
 // it refills at the new rate from then on. On Redis a change of the refill
@@ -50,9 +50,9 @@ import (
 	// For the memory engine compiled here: see internal/algo's doc.
 	_ "sync"
 
+	"github.com/limitkit/ratelimit/internal/backend"
 	_ "github.com/limitkit/ratelimit/internal/backend"
 	_ "github.com/limitkit/ratelimit/internal/base"
-	_ "github.com/limitkit/ratelimit/internal/leases"
 
 	"fmt"
 	"math"
@@ -64,7 +64,6 @@ import (
 	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/internal/engine"
-	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // Config configures a token bucket. Set either Rate (continuous refill) or
@@ -262,8 +261,8 @@ func (m *model) dueAt(s state, now int64) int64 {
 // granted when at least one token is available, and the state is unchanged.
 // A refusal leaves the state unchanged and carries the exact RetryAfter: the
 // same request is granted at now+RetryAfter and refused one nanosecond earlier.
-func (m *model) Step(s state, now, permits int64) (state, ratelimit.Decision) {
-	d := ratelimit.Decision{RetryAfter: -1}
+func (m *model) Step(s state, now, permits int64) (state, backend.Decision) {
+	d := backend.Decision{RetryAfter: -1}
 	if m.inf {
 		d.Granted, d.Remaining = true, -1 // no limit
 		return s, d
@@ -483,7 +482,7 @@ func init() {
 			if c.Rate == rate.Inf || c.Rate <= 0 {
 				return 0, false
 			}
-			return leases.NextToken(reset, float64(time.Second)/float64(c.Rate)), true
+			return algo.NextToken(reset, float64(time.Second)/float64(c.Rate)), true
 		},
 	})
 }

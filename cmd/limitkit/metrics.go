@@ -172,33 +172,13 @@ func (rf *recordedFactory) ForKey(key string) (ratelimit.Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return recorded{rf.r.Wrap(l)}, nil
+	return rf.r.Wrap(l), nil // it unwraps to l: the registry reaches l's Reset and Reconfigure
 }
 
 func (rf *recordedFactory) Reconfigure(cfg ratelimit.Config) error {
-	r, ok := rf.f.(ratelimit.Reconfigurer)
+	r, ok := rf.f.(interface{ Reconfigure(ratelimit.Config) error })
 	if !ok {
 		return errors.ErrUnsupported // the registry then replaces the limiters
 	}
 	return r.Reconfigure(cfg)
-}
-
-// recorded is a limiter wrapped by the otel module, which keeps Idler,
-// Refunder, Stats and Close; it adds the Resetter and Reconfigurer of the
-// limiter it wraps, which the registry relies on (the admin API's reset,
-// a change of limit in place).
-type recorded struct{ *limitotel.Limiter }
-
-func (r recorded) Reset(ctx context.Context) error {
-	if rs, ok := r.Unwrap().(ratelimit.Resetter); ok {
-		return rs.Reset(ctx)
-	}
-	return errors.ErrUnsupported
-}
-
-func (r recorded) Reconfigure(cfg ratelimit.Config) error {
-	if rc, ok := r.Unwrap().(ratelimit.Reconfigurer); ok {
-		return rc.Reconfigure(cfg)
-	}
-	return errors.ErrUnsupported
 }

@@ -10,9 +10,8 @@
 // algorithm's state, so the engine's methods are compiled in the algorithm
 // package, and the compiler inlines there only the functions of the
 // packages that package imports. So each algorithm package imports sync,
-// internal/backend, internal/base and internal/leases, unused but for
-// that: sync.Mutex's, the checks' and the leases' fast paths then inline
-// in its decisions
+// internal/backend and internal/base, unused but for that: sync.Mutex's,
+// the checks' and the leases' fast paths then inline in its decisions
 // (BenchmarkAcquire in memory, five alternated rounds: concurrency 37 ns
 // with the imports against 43 ns without, the windows 2 to 4 ns less).
 package algo
@@ -27,9 +26,9 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/internal/engine"
-	"github.com/limitkit/ratelimit/internal/leases"
 	"golang.org/x/time/rate"
 )
 
@@ -57,7 +56,7 @@ type Algorithm[C ratelimit.Config, S any] struct {
 	Describe func(c C) string
 	// Grows is the t of the RateLimit header field for a grant of c that
 	// left remaining permits, all back after resetAfter, made at now: the
-	// time until the available quota next grows (see leases.Grows); nil
+	// time until the available quota next grows (see backend.Grows); nil
 	// when it is never known.
 	Grows func(c C, remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool)
 }
@@ -135,7 +134,7 @@ type Descriptor interface {
 	Values() []Value
 	// Grows is the Algorithm's Grows for the configuration, nil when it
 	// has none: what a backend gives its grants' Info.
-	Grows() leases.Grows
+	Grows() backend.Grows
 }
 
 // entry is a registered Algorithm, whatever its types.
@@ -145,7 +144,7 @@ type entry interface {
 	build(values map[string]any) ratelimit.Config
 	window(cfg ratelimit.Config) time.Duration
 	unit() string
-	grows(cfg ratelimit.Config) leases.Grows
+	grows(cfg ratelimit.Config) backend.Grows
 }
 
 // The registry is written by Register, from init functions, which run one
@@ -290,12 +289,12 @@ func (a *Algorithm[C, S]) window(cfg ratelimit.Config) time.Duration {
 
 func (a *Algorithm[C, S]) unit() string { return a.Unit }
 
-func (a *Algorithm[C, S]) grows(cfg ratelimit.Config) leases.Grows {
+func (a *Algorithm[C, S]) grows(cfg ratelimit.Config) backend.Grows {
 	if a.Grows == nil {
 		return nil
 	}
 	c := cfg.(C)
-	return leases.GrowsFunc(func(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool) {
+	return backend.GrowsFunc(func(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool) {
 		return a.Grows(c, remaining, resetAfter, now)
 	})
 }
@@ -332,7 +331,7 @@ func (b bound[C, S]) Window() time.Duration { return b.a.window(b.c) }
 
 func (b bound[C, S]) Describe() string { return b.a.Describe(b.c) }
 
-func (b bound[C, S]) Grows() leases.Grows { return b.a.grows(b.c) }
+func (b bound[C, S]) Grows() backend.Grows { return b.a.grows(b.c) }
 
 func (b bound[C, S]) Values() []Value {
 	vs := make([]Value, len(b.a.Params))
@@ -348,7 +347,7 @@ func (b bound[C, S]) Redis(o RedisOptions) (Redis, error) { return b.a.Redis(b.c
 // Reconfigure must.
 func (b bound[C, S]) Memory(clock ratelimit.Clock) (engine.Builder, error) {
 	a := b.a
-	return engine.Make(b.c, func(cfg ratelimit.Config) (engine.Model[S], leases.Grows, error) {
+	return engine.Make(b.c, func(cfg ratelimit.Config) (engine.Model[S], backend.Grows, error) {
 		c, ok := cfg.(C)
 		if !ok {
 			return nil, nil, fmt.Errorf("%w: memory: Reconfigure with a %T, of another algorithm", ratelimit.ErrInvalidConfig, cfg)
@@ -416,4 +415,19 @@ func Short(d time.Duration) string {
 		}
 	}
 	return s
+}
+
+// NextToken is the time until a bucket that refills a token every
+// perToken nanoseconds, all full after resetAfter, next gains a whole
+// token: resetAfter modulo perToken (perToken for a full bucket), rounded
+// up to the nanosecond. What tokenbucket tells as a grant's GrowsAfter
+// (ratelimit.FromRate's says the same).
+func NextToken(resetAfter time.Duration, perToken float64) time.Duration {
+	ns := perToken
+	if resetAfter > 0 {
+		if r := math.Mod(float64(resetAfter), perToken); r > 0 {
+			ns = r
+		}
+	}
+	return time.Duration(math.Ceil(ns))
 }

@@ -1,56 +1,95 @@
 // Package backend is what the module's limiters (memory, redis,
 // partitioned) share to make their leases from their models' decisions,
-// and to wait on another limiter.
+// and the Decision of the models they run.
 package backend
 
 import (
-	"context"
+	"math"
 	"time"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/internal/base"
-	"github.com/limitkit/ratelimit/internal/leases"
 )
 
-// Lease makes the lease of d: a grant whose Release passes token to the
-// Info's Releaser (none for Infos), or a refusal for reason (ReasonLimit when
-// ReasonNone).
-func Lease(is *leases.Infos, d ratelimit.Decision, reason ratelimit.Reason, token uint64) ratelimit.Lease {
-	return ratelimit.Lease(is.Make(d.Granted, uint8(reason), d.Remaining, d.RetryAfter, d.ResetAfter, token))
+// Decision is one answer of an algorithm's model (its Step), and the
+// figures of the lease a backend makes of it. Durations are relative to
+// the instant of the decision.
+//
+// It is kept to four word-sized fields, so that Go passes it in registers
+// (see ratelimit.Lease); the limiter's capacity, which a lease also
+// carries, is the backend's.
+type Decision struct {
+	Remaining int64 // permits still available after this decision
+	// RetryAfter, for a refusal, is the shortest wait after which the same
+	// request would be granted if nothing else happened; negative when
+	// unknown (a concurrency limit, whose permits come back on Release).
+	RetryAfter time.Duration
+	// ResetAfter is how long until all permits are available again if
+	// nothing else happens.
+	ResetAfter time.Duration
+	Granted    bool
 }
 
-// Grant makes a grant of i (a leases.GrantInfo) with d's figures.
-func Grant(i *leases.Info, d ratelimit.Decision, token uint64) ratelimit.Lease {
-	return ratelimit.Lease(i.Grant(d.Remaining, d.ResetAfter, token))
-}
+// Unlimited is the capacity of a limiter without a limit (a token bucket of
+// rate.Inf): no request is too large. Its leases report a Limit of -1.
+const Unlimited = math.MaxInt64
 
-// Token returns the token of lease when it is a grant made with i.
-func Token(lease ratelimit.Lease, i *leases.Info) (uint64, bool) {
-	return leases.Lease(lease).Token(i)
-}
+// reasons is the number of ratelimit's Reasons, ReasonNone included.
+const reasons = int(ratelimit.ReasonNoPartition) + 1
 
-// WaitObserved waits for permits on l, telling o (when not nil) of the
-// time the call spends queued: l's WaitObserved when l is a
-// ratelimit.ObservableWaiter; otherwise l's Wait, which cannot say whether
-// it queued, told to o as queued for its whole duration.
-func WaitObserved(ctx context.Context, l ratelimit.Limiter, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
-	if o == nil {
-		return l.Wait(ctx, permits)
+// Outcomes holds the Outcome of each outcome of a limiter whose grants hold
+// nothing to release: [0] for grants, [r] for refusals for reason r. Make
+// it once per limiter with MakeOutcomes.
+type Outcomes [reasons]ratelimit.Outcome
+
+// MakeOutcomes returns the Outcomes of a limiter of capacity limit
+// (Unlimited, or -1: no limit, whose leases report -1).
+func MakeOutcomes(limit int64) Outcomes {
+	if limit == Unlimited {
+		limit = -1
 	}
-	if ow, ok := l.(ratelimit.ObservableWaiter); ok {
-		return ow.WaitObserved(ctx, permits, o)
+	var os Outcomes
+	for r := range os {
+		os[r] = ratelimit.Outcome{Limit: limit, Reason: ratelimit.Reason(r)}
 	}
-	return WaitTold(ctx, permits, o, func() (ratelimit.Lease, error) { return l.Wait(ctx, permits) })
+	return os
 }
 
-// WaitTold runs wait, a Wait for permits on ctx that cannot say whether it
-// queues, told to o (not nil) as queued for its whole duration.
-func WaitTold(ctx context.Context, permits int, o ratelimit.QueueObserver, wait func() (ratelimit.Lease, error)) (ratelimit.Lease, error) {
-	if ctx == nil {
-		return wait() // an error, which nobody waited for
+// Lease makes the lease of d: a grant carrying token, or a refusal for
+// reason (ReasonLimit when ReasonNone or unknown).
+func (os *Outcomes) Lease(d Decision, reason ratelimit.Reason, token uint64) ratelimit.Lease {
+	if d.Granted {
+		return os[0].Lease(d.Remaining, 0, d.ResetAfter, token)
 	}
-	q := base.Queueing[ratelimit.Lease]{O: o, Ctx: ctx, Permits: permits}
-	q.Join(time.Now)
-	lease, err := wait()
-	return q.Leave(time.Now, lease, err)
+	if reason == ratelimit.ReasonNone || int(reason) >= len(os) {
+		reason = ratelimit.ReasonLimit
+	}
+	return os[reason].Lease(d.Remaining, d.RetryAfter, d.ResetAfter, 0)
+}
+
+// SetGrows makes g say the GrowsAfter of the grants of os.
+func (os *Outcomes) SetGrows(g Grows) { os[0].Grows = g }
+
+// Grows is what says a grant's GrowsAfter (ratelimit.Outcome's Grows).
+type Grows interface {
+	GrowsAfter(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool)
+}
+
+// GrowsFunc is a function that is a Grows.
+type GrowsFunc func(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool)
+
+// GrowsAfter calls f.
+func (f GrowsFunc) GrowsAfter(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool) {
+	return f(remaining, resetAfter, now)
+}
+
+// Grant makes a grant of o (an Outcome of grants) with d's figures.
+func Grant(o *ratelimit.Outcome, d Decision, token uint64) ratelimit.Lease {
+	return o.Lease(d.Remaining, 0, d.ResetAfter, token)
+}
+
+// Refusal makes a lease of one refusal for reason with d's figures and an
+// Outcome of its own (one allocation), for limiters that refuse rarely.
+func Refusal(d Decision, limit int64, reason ratelimit.Reason) ratelimit.Lease {
+	o := &ratelimit.Outcome{Limit: limit, Reason: reason}
+	return o.Lease(d.Remaining, d.RetryAfter, d.ResetAfter, 0)
 }

@@ -1,23 +1,15 @@
-// Package base is what the root package ratelimit and the packages below it
-// share: the error sentinels (ratelimit re-exports them, as os does io/fs's)
-// and the checks every limiter makes before it changes any state.
+// Package base is what the module's limiters share: the checks every
+// limiter makes before it changes any state (the root package's Chain and
+// FromRate make the same, in the same order), and sleeping on a clock.
 package base
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
-)
 
-// The errors ratelimit exports, under the same names.
-var (
-	ErrInvalidPermits = errors.New("ratelimit: invalid permits")
-	ErrExceedsLimit   = errors.New("ratelimit: permits exceed the limit")
-	ErrInvalidConfig  = errors.New("ratelimit: invalid config")
-	ErrClosed         = errors.New("ratelimit: limiter closed")
-	ErrNilContext     = errors.New("ratelimit: nil context")
+	"github.com/limitkit/ratelimit"
 )
 
 // CheckContext is what every limiter does with ctx before it changes any
@@ -25,28 +17,26 @@ var (
 // that errors.Is(err, context.Canceled) works.
 func CheckContext(ctx context.Context) error {
 	if ctx == nil {
-		return ErrNilContext
+		return ratelimit.ErrNilContext
 	}
 	return ctx.Err()
 }
 
 // CheckPermits validates a request for permits against a capacity: negative
-// permits wrap ErrInvalidPermits, more than capacity wraps ErrExceedsLimit.
+// permits wrap ratelimit.ErrInvalidPermits, more than capacity wraps ErrExceedsLimit.
 func CheckPermits(permits int, capacity int64) error {
 	if permits < 0 {
-		return fmt.Errorf("%w: %d is negative", ErrInvalidPermits, permits)
+		return fmt.Errorf("%w: %d is negative", ratelimit.ErrInvalidPermits, permits)
 	}
 	if int64(permits) > capacity {
-		return fmt.Errorf("%w: %d permits requested, capacity is %d", ErrExceedsLimit, permits, capacity)
+		return fmt.Errorf("%w: %d permits requested, capacity is %d", ratelimit.ErrExceedsLimit, permits, capacity)
 	}
 	return nil
 }
 
-// Sleep waits d on clock (a ratelimit.Clock; the system clock when nil), or
-// until ctx is done, when it returns ctx.Err().
-func Sleep[T interface{ Stop() bool }](ctx context.Context, clock interface {
-	AfterFunc(time.Duration, func()) T
-}, d time.Duration) error {
+// Sleep waits d on clock (the system clock when nil), or until ctx is
+// done, when it returns ctx.Err().
+func Sleep(ctx context.Context, clock ratelimit.Clock, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
@@ -55,7 +45,7 @@ func Sleep[T interface{ Stop() bool }](ctx context.Context, clock interface {
 	if clock == nil {
 		stop = time.AfterFunc(d, func() { close(done) }).Stop
 	} else {
-		stop = clock.AfterFunc(d, func() { close(done) }).Stop
+		stop = clock.AfterFunc(d, func() { close(done) })
 	}
 	select {
 	case <-done:
@@ -64,6 +54,14 @@ func Sleep[T interface{ Stop() bool }](ctx context.Context, clock interface {
 		stop()
 		return ctx.Err()
 	}
+}
+
+// Now reads clock, the system clock when nil.
+func Now(clock ratelimit.Clock) time.Time {
+	if clock == nil {
+		return time.Now()
+	}
+	return clock.Now()
 }
 
 // Pause stores until, the end of a pause learnt from an upstream, under key
@@ -82,50 +80,13 @@ func Pause(pauses *sync.Map, key string, until time.Time) {
 	}
 }
 
-// Queueing is one Wait's record of its time in the queue, for the observer
-// of a ratelimit.ObservableWaiter (L is ratelimit.Lease): the call's first
-// Join tells O it queued, Leave tells O its answer. A nil O is told nothing.
-type Queueing[L any] struct {
-	O interface {
-		Queued(ctx context.Context, permits int)
-		Dequeued(ctx context.Context, permits int, queued time.Duration, lease L, err error)
-	}
-	Ctx     context.Context
-	Permits int
-	queued  bool
-	since   time.Time
-}
-
-// Join marks the start of a wait (a sleep armed, a member's queue joined),
-// now being the clock's reading.
-func (q *Queueing[L]) Join(now func() time.Time) {
-	if q.O != nil && !q.queued {
-		q.queued, q.since = true, now()
-		q.O.Queued(q.Ctx, q.Permits)
-	}
-}
-
-// Leave tells O the answer of a call that joined, and returns it.
-func (q *Queueing[L]) Leave(now func() time.Time, lease L, err error) (L, error) {
-	if q.queued {
-		q.O.Dequeued(q.Ctx, q.Permits, max(now().Sub(q.since), 0), lease, err)
-	}
-	return lease, err
-}
-
 // WaitPause waits out the pause stored under key in pauses (see Pause), if
 // it has not ended by clock's Now (the system clock when clock is nil),
 // and then forgets it, unless a later one replaced it meanwhile. It does
 // not wait when failFast is set or ctx's deadline comes before the pause
 // ends: it returns refused, with the time left in wait. err is Sleep's.
-func WaitPause[T interface{ Stop() bool }](ctx context.Context, clock interface {
-	Now() time.Time
-	AfterFunc(time.Duration, func()) T
-}, pauses *sync.Map, key string, failFast bool) (wait time.Duration, refused bool, err error) {
-	now := time.Now
-	if clock != nil {
-		now = clock.Now
-	}
+func WaitPause(ctx context.Context, clock ratelimit.Clock, pauses *sync.Map, key string, failFast bool) (wait time.Duration, refused bool, err error) {
+	now := func() time.Time { return Now(clock) }
 	until, ok := pauses.Load(key)
 	if !ok {
 		return 0, false, nil

@@ -8,13 +8,14 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/waittrace"
 )
 
 // Limiter is what RunQueue needs beyond ratelimit.Limiter.
 type Limiter interface {
 	ratelimit.Limiter
 	Stats() ratelimit.Stats
-	ratelimit.Idler
+	IdleFor() (time.Duration, bool)
 	io.Closer
 }
 
@@ -23,10 +24,9 @@ type Limiter interface {
 // rate limiter test contract.
 //
 // RunQueue does not sleep to learn that a Wait it started has queued: it
-// reads Stats().Queued again whenever the Wait tells its observer that it
-// joined the queue (for a ratelimit.ObservableWaiter; of another limiter,
-// whenever the Wait calls its context's Done method, as a Wait does when
-// it is about to block), a timer is set, stopped or run on the clock, or a
+// reads Stats().Queued again whenever the Wait tells its ctx's waittrace
+// hooks that it joined the queue, or calls its context's Done method, as a
+// Wait does when it is about to block, a timer is set, stopped or run on the clock, or a
 // Wait returns, and fails the scenario when none of these shows the Wait
 // queued or answered within 5s. Only for
 // a Wait(ctx, 0), which Stats does not count, does it give an answer a
@@ -143,11 +143,9 @@ type pending struct {
 	sawBlocked bool
 }
 
-// Queued pokes p.blocked: p's Wait has joined the queue (pending is the
-// ratelimit.QueueObserver of the Waits of an ObservableWaiter).
-func (p *pending) Queued(context.Context, int) { poke(p.blocked) }
-
-func (p *pending) Dequeued(context.Context, int, time.Duration, ratelimit.Lease, error) {}
+// queued pokes p.blocked: p's Wait has joined the queue (its waittrace
+// hook Queued).
+func (p *pending) queued(context.Context, int) { poke(p.blocked) }
 
 // watchedCtx is the context a Wait started by the kit is given: its own
 // but for Done, which pokes done first. A Wait that blocks calls Done for
@@ -173,16 +171,13 @@ func poke(ch chan<- struct{}) {
 	}
 }
 
-// start starts Wait(ctx, permits) in a goroutine of its own: WaitObserved,
-// told to p, of an ObservableWaiter; Wait on a watchedCtx otherwise.
+// start starts Wait(ctx, permits) in a goroutine of its own, on a
+// watchedCtx carrying p's waittrace hooks.
 func (e *env) start(ctx context.Context, permits int) *pending {
 	p := &pending{t: e.t, permits: int64(permits), ch: make(chan result, 1), blocked: make(chan struct{}, 1)}
-	wait := func() (ratelimit.Lease, error) { return e.l.Wait(watchedCtx{ctx, p.blocked}, permits) }
-	if ow, ok := e.l.(ratelimit.ObservableWaiter); ok {
-		wait = func() (ratelimit.Lease, error) { return ow.WaitObserved(ctx, permits, p) }
-	}
+	ctx = waittrace.WithHooks(ctx, &waittrace.Hooks{Queued: p.queued})
 	go func() {
-		lease, err := wait()
+		lease, err := e.l.Wait(watchedCtx{ctx, p.blocked}, permits)
 		p.ch <- result{lease, err}
 		poke(e.answered)
 	}()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
 )
 
 // The scenarios of RunQueue, each on the env of queue.go.
@@ -202,21 +203,15 @@ func testClose(t *testing.T, s *suite, a Algorithm) {
 	if _, err := e.l.Wait(bg, 1); !errors.Is(err, ratelimit.ErrClosed) {
 		t.Fatalf("Wait after Close: %v, want ErrClosed", err)
 	}
-	// So do the calls of the optional interfaces it implements.
-	if r, ok := e.l.(ratelimit.Refunder); ok {
-		if err := r.Refund(bg, e.held[0], 1); !errors.Is(err, ratelimit.ErrClosed) {
-			t.Fatalf("Refund after Close: %v, want ErrClosed", err)
-		}
+	// So do the capabilities it has.
+	if err := control.Refund(bg, e.l, e.held[0], 1); !errors.Is(err, ratelimit.ErrClosed) && !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Refund after Close: %v, want ErrClosed", err)
 	}
-	if r, ok := e.l.(ratelimit.Reconfigurer); ok {
-		if err := r.Reconfigure(a.Config(4, ratelimit.Queue{Limit: 2})); !errors.Is(err, ratelimit.ErrClosed) {
-			t.Fatalf("Reconfigure after Close: %v, want ErrClosed", err)
-		}
+	if err := control.Reconfigure(e.l, a.Config(4, ratelimit.Queue{Limit: 2})); !errors.Is(err, ratelimit.ErrClosed) && !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Reconfigure after Close: %v, want ErrClosed", err)
 	}
-	if r, ok := e.l.(ratelimit.Resetter); ok {
-		if err := r.Reset(bg); !errors.Is(err, ratelimit.ErrClosed) {
-			t.Fatalf("Reset after Close: %v, want ErrClosed", err)
-		}
+	if err := control.Reset(bg, e.l); !errors.Is(err, ratelimit.ErrClosed) && !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Reset after Close: %v, want ErrClosed", err)
 	}
 	for _, h := range e.held {
 		h.Release() // does nothing, and must not panic

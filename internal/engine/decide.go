@@ -8,7 +8,6 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/base"
-	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // Acquire's and Wait's common case (nothing queued, the limiter open) is
@@ -75,7 +74,7 @@ func (l *limiter[S]) acquireSlow(p int64) (ratelimit.Lease, error) {
 // limit (rate.Inf, the waiters queued before it), any request: there is
 // nothing to wait for. Requires l.mu.
 func (l *limiter[S]) behind(p int64) bool {
-	return l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst && p > 0 && l.conf().capacity != leases.Unlimited
+	return l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst && p > 0 && l.conf().capacity != backend.Unlimited
 }
 
 // take decides p permits now. Requires l.mu. It calls the model itself
@@ -83,7 +82,7 @@ func (l *limiter[S]) behind(p int64) bool {
 // nanosecond of Acquire's 55 (BenchmarkTokenBucket in the bench module,
 // against x/time/rate).
 func (l *limiter[S]) take(now, p int64) ratelimit.Lease {
-	var d ratelimit.Decision
+	var d backend.Decision
 	l.state, d = l.conf().model.Step(l.state, now, p)
 	return l.lease(d, now, p)
 }
@@ -91,8 +90,8 @@ func (l *limiter[S]) take(now, p int64) ratelimit.Lease {
 // step decides p permits now, counting nothing and making no lease. The
 // state moves forward on a refusal too (segments that left the window),
 // which must be kept. Requires l.mu.
-func (l *limiter[S]) step(now, p int64) ratelimit.Decision {
-	var d ratelimit.Decision
+func (l *limiter[S]) step(now, p int64) backend.Decision {
+	var d backend.Decision
 	l.state, d = l.conf().model.Step(l.state, now, p)
 	return d
 }
@@ -101,7 +100,7 @@ func (l *limiter[S]) step(now, p int64) ratelimit.Decision {
 // grant's, whose token is the handle's generation for a releaser and the
 // instant of the grant otherwise (Refund reads it), or a refusal's
 // (ReasonLimit). A status check (p == 0) is not counted. Requires l.mu.
-func (l *limiter[S]) lease(d ratelimit.Decision, now, p int64) ratelimit.Lease {
+func (l *limiter[S]) lease(d backend.Decision, now, p int64) ratelimit.Lease {
 	if !d.Granted {
 		return l.refuse(d, p, ratelimit.ReasonLimit)
 	}
@@ -127,12 +126,12 @@ func (l *limiter[S]) made(now int64) int64 {
 
 // refuse counts a refusal of p permits (a status check, p == 0, is not
 // counted) and makes its lease. Requires l.mu.
-func (l *limiter[S]) refuse(d ratelimit.Decision, p int64, r ratelimit.Reason) ratelimit.Lease {
+func (l *limiter[S]) refuse(d backend.Decision, p int64, r ratelimit.Reason) ratelimit.Lease {
 	d.Granted = false
 	if p > 0 {
 		l.refused++
 	}
-	return backend.Lease(&l.conf().infos, d, r, 0)
+	return (&l.conf().infos).Lease(d, r, 0)
 }
 
 // handle returns a handle for a lease of p permits, reused from the free
@@ -140,13 +139,13 @@ func (l *limiter[S]) refuse(d ratelimit.Decision, p int64, r ratelimit.Reason) r
 func (l *limiter[S]) handle(p int64) *handle[S] {
 	x := l.ext()
 	h := x.free
-	if h != nil && h.info.Limit() != l.conf().capacity {
+	if h != nil && h.info.Limit != l.conf().capacity {
 		x.free = nil // made under a replaced configuration: leases keep their figures
 		h = nil
 	}
 	if h == nil {
 		h = &handle[S]{owner: l}
-		h.info = leases.GrantInfo(l.conf().capacity, h)
+		h.info = ratelimit.Outcome{Limit: l.conf().capacity, Releaser: h}
 	} else {
 		x.free, h.next = h.next, nil
 	}
@@ -170,8 +169,8 @@ func (l *limiter[S]) Refund(ctx context.Context, lease ratelimit.Lease, permits 
 		return ratelimit.ErrClosed
 	}
 	if c.has(Releases) {
-		if h, ok := leases.Lease(lease).Releaser().(*handle[S]); ok && h.owner == l {
-			token, _ := backend.Token(lease, &h.info)
+		if h, ok := releaser(lease).(*handle[S]); ok && h.owner == l {
+			token, _ := (&h.info).Token(lease)
 			l.giveBack(h, token, true)
 		} else {
 			lease.Release()
@@ -190,7 +189,7 @@ func (l *limiter[S]) Refund(ctx context.Context, lease ratelimit.Lease, permits 
 	l.sync(now)
 	// A grant made under a configuration since replaced is not recognised:
 	// it is not given back (stricter, never looser).
-	at, ok := backend.Token(lease, &l.conf().infos[0])
+	at, ok := (&l.conf().infos[0]).Token(lease)
 	if !ok {
 		return nil
 	}
@@ -209,6 +208,9 @@ func (l *limiter[S]) Refund(ctx context.Context, lease ratelimit.Lease, permits 
 	}
 	return nil
 }
+
+// Backend is "memory".
+func (l *limiter[S]) Backend() string { return "memory" }
 
 func (l *limiter[S]) Stats() ratelimit.Stats {
 	l.mu.Lock()
@@ -253,14 +255,14 @@ func (l *limiter[S]) Close() error {
 		return nil
 	}
 	l.closed = true
-	if l.x != nil && l.x.timer != nil {
-		l.x.timer.Stop()
+	if l.x != nil && l.x.stop != nil {
+		l.x.stop()
 	}
 	now := l.now()
 	for l.head != nil {
 		w := l.head
 		l.remove(w, now)
-		l.answer(w, l.refuse(ratelimit.Decision{RetryAfter: -1}, w.permits, ratelimit.ReasonClosed))
+		l.answer(w, l.refuse(backend.Decision{RetryAfter: -1}, w.permits, ratelimit.ReasonClosed))
 	}
 	return nil
 }
@@ -314,7 +316,15 @@ type handle[S any] struct {
 	permits int64
 	next    *handle[S]
 	owner   *limiter[S]
-	info    leases.Info // of the leases that hold it
+	info    ratelimit.Outcome // of the leases that hold it
 }
 
 func (h *handle[S]) Release(token uint64) { h.owner.giveBack(h, token, false) }
+
+// releaser is the Releaser of lease's Outcome; nil for the zero Lease.
+func releaser(lease ratelimit.Lease) any {
+	if o := lease.Outcome(); o != nil {
+		return o.Releaser
+	}
+	return nil
+}

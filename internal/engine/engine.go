@@ -17,19 +17,19 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
-	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // Limiter is what the engine's limiters implement; memory.Limiter, which
 // has the same methods, documents them.
 type Limiter interface {
 	ratelimit.Limiter
-	ratelimit.ObservableWaiter
 	Refund(ctx context.Context, lease ratelimit.Lease, permits int) error
 	CheckPermits(permits int) error
 	Stats() ratelimit.Stats
+	Backend() string
 	IdleFor() (d time.Duration, ok bool)
 	Close() error
 	Reconfigure(cfg ratelimit.Config) error
@@ -53,7 +53,7 @@ type Model[S any] interface {
 	// Initial is the state of a new limiter.
 	Initial() S
 	// Step decides a request of permits at now, and returns the state after it.
-	Step(s S, now, permits int64) (S, ratelimit.Decision)
+	Step(s S, now, permits int64) (S, backend.Decision)
 	// Available is the number of permits that could be granted at now.
 	Available(s S, now int64) int64
 	// InitialAt is the instant from which s decides as Initial does.
@@ -140,7 +140,7 @@ func Make[S any](cfg ratelimit.Config, newModel NewModel[S], clock ratelimit.Clo
 // NewModel makes the model of a configuration of its algorithm, and the
 // Grows of its grants (nil: unknown); it validates the configuration and
 // refuses one of another algorithm.
-type NewModel[S any] func(ratelimit.Config) (Model[S], leases.Grows, error)
+type NewModel[S any] func(ratelimit.Config) (Model[S], backend.Grows, error)
 
 // conf is one configuration of an algorithm: its model and settings,
 // shared by the limiters of one Builder. It does not change once made:
@@ -155,7 +155,7 @@ type conf[S any] struct {
 	timeless bool // the model's decisions do not read the time
 	capacity int64
 	queue    ratelimit.Queue
-	infos    leases.Infos
+	infos    backend.Outcomes
 }
 
 // makeConf makes the conf of cfg's model.
@@ -173,7 +173,7 @@ func makeConf[S any](cfg ratelimit.Config, newModel NewModel[S]) (*conf[S], erro
 		return nil, err
 	}
 	c := &conf[S]{model: m, newModel: newModel, caps: caps, timeless: caps&Timeless != 0, cfg: cfg,
-		capacity: cfg.Capacity(), queue: cfg.QueueOptions(), infos: leases.MakeInfos(cfg.Capacity())}
+		capacity: cfg.Capacity(), queue: cfg.QueueOptions(), infos: backend.MakeOutcomes(cfg.Capacity())}
 	c.infos.SetGrows(grows)
 	return c, nil
 }
@@ -228,12 +228,12 @@ type limiter[S any] struct {
 
 // extra is the state only queues and releases need.
 type extra[S any] struct {
-	tail    *waiter // newest waiter
-	queued  int64   // permits queued
-	timer   ratelimit.Timer
-	timerAt int64      // instant the timer is set for; 0 when not set
-	free    *handle[S] // released handles, for reuse
-	resets  uint64     // Resets of a limiter whose permits are held: a handle of an older one holds nothing
+	tail    *waiter     // newest waiter
+	queued  int64       // permits queued
+	stop    func() bool // the timer's
+	timerAt int64       // instant the timer is set for; 0 when not set
+	free    *handle[S]  // released handles, for reuse
+	resets  uint64      // Resets of a limiter whose permits are held: a handle of an older one holds nothing
 	// gen counts the changes of the queue and of what it waits for (a
 	// waiter in or out, a refund, a release); behind caches behindQueue's
 	// answer for the generation it was computed in.
@@ -254,7 +254,7 @@ func (l *limiter[S]) checkPermits(permits int) error {
 	return base.CheckPermits(permits, l.conf().cur.Load().capacity)
 }
 
-// CheckPermits is checkPermits, for ratelimit.PermitChecker.
+// CheckPermits is checkPermits, for a Chain, which asks it first.
 func (l *limiter[S]) CheckPermits(permits int) error { return l.checkPermits(permits) }
 
 // conf is the configuration l's state is under.

@@ -8,19 +8,15 @@ import (
 	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/waittrace"
 )
 
 // Wait takes permits, queueing when they are not available now. Wait(ctx,
 // 0) waits until at least one permit is available and takes nothing; it
 // queues (behind the waiters already there) whatever the queue limit,
 // since it holds no permits.
+// The time a call spends in the queue is told to ctx's waittrace hooks.
 func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
-	return l.WaitObserved(ctx, permits, nil)
-}
-
-// WaitObserved is Wait, telling o (when not nil) of the time the call spends
-// in the queue, as ratelimit.ObservableWaiter says.
-func (l *limiter[S]) WaitObserved(ctx context.Context, permits int, o ratelimit.QueueObserver) (ratelimit.Lease, error) {
 	c := l.conf()
 	if permits < 0 || int64(permits) > c.capacity {
 		if err := l.checkPermits(permits); err != nil {
@@ -47,12 +43,12 @@ func (l *limiter[S]) WaitObserved(ctx context.Context, permits int, o ratelimit.
 	if w == nil {
 		return lease, err
 	}
-	if o == nil {
-		return l.await(ctx, w)
-	}
-	o.Queued(ctx, permits)
+	ctx, span := waittrace.Begin(ctx, permits)
+	span.Join(time.Unix(0, w.at))
 	lease, err = l.await(ctx, w)
-	o.Dequeued(ctx, permits, time.Duration(max(l.now()-w.at, 0)), lease, err)
+	if span != nil {
+		span.Done(time.Unix(0, l.now()), lease.Acquired(), err)
+	}
 	return lease, err
 }
 
@@ -98,7 +94,7 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 		return nil, lease, base.CheckPermits(int(p), l.conf().capacity)
 	}
 	l.serve(now)
-	var d ratelimit.Decision
+	var d backend.Decision
 	if !l.behind(p) {
 		if d = l.step(now, p); d.Granted {
 			return nil, l.lease(d, now, p), nil
@@ -176,9 +172,9 @@ func (l *limiter[S]) redue(now int64) {
 // had, each waiter served in order as soon as it can be. It changes no
 // state but dropping what left the window. Requires l.mu, and that the
 // queue's first waiter cannot be served now.
-func (l *limiter[S]) behindQueue(now, p int64) ratelimit.Decision {
+func (l *limiter[S]) behindQueue(now, p int64) backend.Decision {
 	m := l.conf().model
-	var d ratelimit.Decision
+	var d backend.Decision
 	l.state, d = m.Step(l.state, now, 0) // the figures of now
 	d.Granted = false
 	if l.conf().has(Reserves) { // the state holds the queue's reservations
@@ -218,7 +214,7 @@ func (l *limiter[S]) replayQueue(now, p int64) int64 {
 		// exact, so the second try succeeds (the third is a safeguard).
 		granted := false
 		for try := 0; try < 3 && !granted; try++ {
-			var g ratelimit.Decision
+			var g backend.Decision
 			if st, g = m.Step(st, t, want); g.Granted {
 				granted = true
 			} else if g.RetryAfter < 0 {
@@ -241,7 +237,7 @@ func (l *limiter[S]) serve(now int64) {
 		if l.conf().queue.Order == ratelimit.NewestFirst && !l.conf().has(Reserves) {
 			w = l.x.tail
 		}
-		var d ratelimit.Decision
+		var d backend.Decision
 		if l.conf().has(Reserves) {
 			if w.due > now {
 				l.arm(now, w.due)
@@ -278,16 +274,14 @@ func (l *limiter[S]) arm(now, at int64) {
 	}
 	l.x.timerAt = at
 	d := time.Duration(at - now)
-	if l.x.timer == nil {
-		if l.conf().clock == nil {
-			l.x.timer = time.AfterFunc(d, l.fire)
-		} else {
-			l.x.timer = l.conf().clock.AfterFunc(d, l.fire)
-		}
-		return
+	if l.x.stop != nil {
+		l.x.stop()
 	}
-	l.x.timer.Stop()
-	l.x.timer.Reset(d)
+	if l.conf().clock == nil {
+		l.x.stop = time.AfterFunc(d, l.fire).Stop
+	} else {
+		l.x.stop = l.conf().clock.AfterFunc(d, l.fire)
+	}
 }
 
 func (l *limiter[S]) fire() {

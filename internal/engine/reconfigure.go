@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/base"
-	"github.com/limitkit/ratelimit/internal/leases"
 )
 
 // sync carries the state over to the current configuration, when
@@ -33,7 +33,7 @@ func (l *limiter[S]) sync(now int64) {
 				l.state = c.model.Refund(l.state, now, now, w.permits)
 				dropped = true
 			}
-			l.answer(w, l.refuse(ratelimit.Decision{RetryAfter: -1}, w.permits, ratelimit.ReasonLimit))
+			l.answer(w, l.refuse(backend.Decision{RetryAfter: -1}, w.permits, ratelimit.ReasonLimit))
 		}
 		w = next
 	}
@@ -55,12 +55,12 @@ func (l *limiter[S]) sync(now int64) {
 // the debt it still owes to reservations queued before (the kept state's
 // refill mode may not be the next one's: only its debt is read).
 func carry[S any](old, c *conf[S], s S, now int64) S {
-	if c.has(Releases) || c.capacity == leases.Unlimited {
+	if c.has(Releases) || c.capacity == backend.Unlimited {
 		return s
 	}
 	var used int64
 	switch {
-	case old.capacity == leases.Unlimited: // a full bucket, less the debt kept under rate.Inf
+	case old.capacity == backend.Unlimited: // a full bucket, less the debt kept under rate.Inf
 		if used = old.model.Used(s, now); used > 0 {
 			used += c.capacity
 		}
@@ -78,7 +78,7 @@ func carry[S any](old, c *conf[S], s S, now int64) S {
 }
 
 // Reconfigure applies cfg, a config of the limiter's algorithm, from the
-// next decision (see ratelimit.Reconfigurer). A Factory's limiters share
+// next decision (see control.Reconfigure). A Factory's limiters share
 // their configuration: reconfiguring one reconfigures all, each carrying
 // its state over at its next call (this one at once). Queued waiters are
 // examined again at once; a token bucket's reservations keep the instants
@@ -108,7 +108,7 @@ func (l *limiter[S]) Reconfigure(cfg ratelimit.Config) error {
 }
 
 // Reset puts the limiter back in its initial state (see
-// ratelimit.Resetter): a full bucket, empty windows, nothing held (the
+// control.Reset): a full bucket, empty windows, nothing held (the
 // leases held before give nothing back when released); the queued waiters
 // are examined again (a token bucket's reservations are taken again from
 // the full bucket). ctx is not read: nothing here waits.

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
 )
 
 // T0 is the instant the step tables count from: 2026-01-01 UTC, a multiple
@@ -75,10 +75,10 @@ type Step = struct {
 // each decision's Granted and Remaining, and a refusal's RetryAfter, to the
 // nanosecond. Instants are reported relative to t0. It returns the state
 // after the last step.
-func Run[S any](t testing.TB, step func(S, int64, int64) (S, ratelimit.Decision), t0 int64, s S, steps []Step) S {
+func Run[S any](t testing.TB, step func(S, int64, int64) (S, backend.Decision), t0 int64, s S, steps []Step) S {
 	t.Helper()
 	for i, st := range steps {
-		var got ratelimit.Decision
+		var got backend.Decision
 		s, got = step(s, st.At, st.N)
 		if got.Granted != st.OK || got.Remaining != st.Rem {
 			t.Errorf("step %d: Step(t0%+v, %d) = granted %v remaining %d, want %v %d",
@@ -100,7 +100,7 @@ type Sim[S any] struct {
 	// Remaining of -1 (no limit; a token bucket of rate.Inf).
 	Unlimited bool
 	Initial   func() S
-	Step      func(s S, now, permits int64) (S, ratelimit.Decision)
+	Step      func(s S, now, permits int64) (S, backend.Decision)
 	InitialAt func(S) int64
 	// Clone copies a state that Step may change in place; nil when a
 	// state is a plain value.
@@ -194,7 +194,7 @@ func Exercise[S any](t testing.TB, m Sim[S], cs []Call) []Grant {
 		if newest && c.N > 0 {
 			pre = m.clone(s)
 		}
-		var d ratelimit.Decision
+		var d backend.Decision
 		s, d = m.Step(s, c.At, c.N)
 		seen = max(seen, c.At)
 		if d.Granted && c.N > 0 {
@@ -521,7 +521,7 @@ func KeptAfterRefunds[S any](m Sim[S], cs []Call, atCall bool, r *rand.Rand) []G
 			}
 		}
 		seen = max(seen, c.At)
-		var d ratelimit.Decision
+		var d backend.Decision
 		if s, d = m.Step(s, c.At, c.N); d.Granted && c.N > 0 {
 			gs = append(gs, Grant{j, seen, c.N})
 			made[j] = m.Made(s, c.At)

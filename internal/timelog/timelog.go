@@ -11,7 +11,7 @@ package timelog
 import (
 	"time"
 
-	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/check"
 )
 
@@ -176,10 +176,10 @@ func (g *Log) Refund(now, at, window, permits int64) int64 {
 // grain when grain > 1 (a segment's start). A refusal drops only what left
 // the window; its RetryAfter is when enough of the oldest grants have.
 // Durations are relative to now.
-func (g *Log) Step(total, now, permits, limit, window, grain int64) (int64, ratelimit.Decision) {
+func (g *Log) Step(total, now, permits, limit, window, grain int64) (int64, backend.Decision) {
 	at := g.Decide(now)
 	total -= g.Drop(at, window)
-	d := ratelimit.Decision{RetryAfter: -1}
+	d := backend.Decision{RetryAfter: -1}
 	if need := total + max(permits, 1) - limit; need <= 0 {
 		d.Granted = true
 		if permits > 0 {

@@ -1,4 +1,4 @@
-package leases
+package ratelimit
 
 import (
 	"testing"
@@ -12,15 +12,15 @@ type fiveWords struct {
 	retryAfter time.Duration
 	token      uint64
 	resetAfter time.Duration
-	info       *Info
+	o          *Outcome
 }
 
 //go:noinline
-func makeFour(i *Info, n int64) Lease { return i.Grant(n, time.Duration(n), uint64(n)) }
+func makeFour(o *Outcome, n int64) Lease { return o.Lease(n, 0, time.Duration(n), uint64(n)) }
 
 //go:noinline
-func makeFive(i *Info, n int64) fiveWords {
-	return fiveWords{remaining: n, resetAfter: time.Duration(n), token: uint64(n), info: i}
+func makeFive(o *Outcome, n int64) fiveWords {
+	return fiveWords{remaining: n, resetAfter: time.Duration(n), token: uint64(n), o: o}
 }
 
 var sinkFour Lease
@@ -30,10 +30,10 @@ var sinkFive fiveWords
 // backend does, in Lease's four words against five (a token field of its
 // own). Lease keeps four while five is measurably slower here.
 func BenchmarkLeaseWords(b *testing.B) {
-	info := GrantInfo(10, nil)
+	o := &Outcome{Limit: 10}
 	b.Run("four", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			l := makeFour(&info, int64(i))
+			l := makeFour(o, int64(i))
 			if l.remaining < 0 {
 				sinkFour = l
 			}
@@ -41,7 +41,7 @@ func BenchmarkLeaseWords(b *testing.B) {
 	})
 	b.Run("five", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			l := makeFive(&info, int64(i))
+			l := makeFive(o, int64(i))
 			if l.remaining < 0 {
 				sinkFive = l
 			}

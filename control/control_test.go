@@ -1,0 +1,81 @@
+package control_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/control"
+	"github.com/limitkit/ratelimit/memory"
+)
+
+// plain is a limiter that has none of the capabilities, nor unwraps.
+type plain struct{ ratelimit.Limiter }
+
+// self unwraps to itself, for ever.
+type self struct{ ratelimit.Limiter }
+
+func (s *self) Unwrap() ratelimit.Limiter { return s }
+
+// resetting overrides Reset (its meaning changes) and unwraps to the rest.
+type resetting struct {
+	ratelimit.Limiter
+	resets int
+}
+
+func (r *resetting) Reset(context.Context) error { r.resets++; return nil }
+func (r *resetting) Unwrap() ratelimit.Limiter   { return r.Limiter }
+
+func TestCapabilities(t *testing.T) {
+	ctx := context.Background()
+	inner, err := memory.New(concurrency.Config{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+
+	for name, l := range map[string]ratelimit.Limiter{"plain": plain{inner}, "self": &self{plain{inner}}} {
+		if err := control.Reset(ctx, l); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("%s: Reset = %v, want ErrUnsupported", name, err)
+		}
+		if _, err := control.Stats(l); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("%s: Stats = %v, want ErrUnsupported", name, err)
+		}
+		if err := control.Refund(ctx, l, ratelimit.Lease{}, 1); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("%s: Refund = %v, want ErrUnsupported", name, err)
+		}
+		if err := control.Reconfigure(l, concurrency.Config{Limit: 3}); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("%s: Reconfigure = %v, want ErrUnsupported", name, err)
+		}
+	}
+	if _, ok := control.As[interface{ Stats() ratelimit.Stats }](nil); ok {
+		t.Error("As of a nil limiter found something")
+	}
+
+	// The first in the chain wins: Reset is the wrapper's, Stats the limiter's.
+	r := &resetting{Limiter: inner}
+	held, _ := r.Acquire(ctx, 1)
+	if err := control.Reset(ctx, r); err != nil || r.resets != 1 {
+		t.Fatalf("Reset = %v with %d resets of the wrapper, want the wrapper's", err, r.resets)
+	}
+	if st, err := control.Stats(r); err != nil || st.Available != 1 {
+		t.Fatalf("Stats = %+v, %v; want the inner limiter's, 1 available", st, err)
+	}
+	if err := control.Refund(ctx, r, held, 1); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := control.Stats(r); st.Available != 2 {
+		t.Fatalf("after the refund through the wrapper: %+v, want 2 available", st)
+	}
+	if err := control.Reconfigure(r, concurrency.Config{Limit: 0}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Fatalf("Reconfigure to an invalid config: %v, want ErrInvalidConfig", err)
+	}
+	if err := control.Reconfigure(r, concurrency.Config{Limit: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := control.Stats(r); st.Available != 3 {
+		t.Fatalf("after Reconfigure: %+v, want 3 available", st)
+	}
+}

@@ -1,0 +1,127 @@
+// Package waittrace carries on a context the hooks that a limiter's Wait
+// calls when it queues, as net/http/httptrace carries a ClientTrace: what a
+// metric of the time spent queued needs, since a Wait answered at once
+// cannot be told apart from outside without reading the clock twice.
+//
+// The caller puts Hooks on the Wait's ctx with WithHooks. A limiter that
+// can make a Wait wait (the memory and redis backends, Chain, FromRate,
+// partitioned's) tells them with a Span: Begin when the Wait starts, Join
+// when it joins a queue or starts to sleep, Done when it is answered. A
+// limiter that knows nothing of this package tells nothing: its Waits look
+// answered at once.
+package waittrace
+
+import (
+	"context"
+	"time"
+)
+
+// Hooks are told of a Wait that queues, each at most once per Wait call,
+// in the calling goroutine, with the Wait's ctx, before Wait returns;
+// neither is called when the call is answered without queueing (a grant
+// at once, a refusal at once, an error). A nil field is not called. They
+// must be quick and must not call the limiter.
+type Hooks struct {
+	// Queued is called when a Wait for permits joins a queue (or starts
+	// to sleep until its permits may be had).
+	Queued func(ctx context.Context, permits int)
+	// Dequeued is called when that Wait leaves the queue, after spending
+	// queued there (on the limiter's clock), just before it returns what
+	// it tells: granted (it got its permits) and err (its error, nil for
+	// a grant or a refusal).
+	Dequeued func(ctx context.Context, permits int, queued time.Duration, granted bool, err error)
+}
+
+type hooksKey struct{}
+type spanKey struct{}
+
+// WithHooks returns a copy of ctx whose Waits call h, and then the hooks
+// ctx already carried, if any.
+func WithHooks(ctx context.Context, h *Hooks) context.Context {
+	if old, _ := ctx.Value(hooksKey{}).(*Hooks); old != nil {
+		h = compose(h, old)
+	}
+	return context.WithValue(ctx, hooksKey{}, h)
+}
+
+func compose(h, old *Hooks) *Hooks {
+	return &Hooks{
+		Queued: func(ctx context.Context, permits int) {
+			if h.Queued != nil {
+				h.Queued(ctx, permits)
+			}
+			if old.Queued != nil {
+				old.Queued(ctx, permits)
+			}
+		},
+		Dequeued: func(ctx context.Context, permits int, queued time.Duration, granted bool, err error) {
+			if h.Dequeued != nil {
+				h.Dequeued(ctx, permits, queued, granted, err)
+			}
+			if old.Dequeued != nil {
+				old.Dequeued(ctx, permits, queued, granted, err)
+			}
+		},
+	}
+}
+
+// Span is one Wait call as its hooks see it. The methods of a nil *Span
+// do nothing.
+type Span struct {
+	h       *Hooks
+	ctx     context.Context
+	permits int
+	outer   *Span // a Span begun on ctx before this one: it tells
+	queued  bool
+	since   time.Time
+}
+
+// Begin starts the Span of a Wait for permits on ctx, and returns the ctx
+// to pass to the limiters that this Wait waits on in turn (a Chain's
+// members), whose queueing is then told as this Wait's. It returns a nil
+// Span, and ctx itself, when ctx carries no hooks.
+func Begin(ctx context.Context, permits int) (context.Context, *Span) {
+	if ctx == nil {
+		return ctx, nil
+	}
+	if outer, _ := ctx.Value(spanKey{}).(*Span); outer != nil {
+		return ctx, &Span{outer: outer}
+	}
+	h, _ := ctx.Value(hooksKey{}).(*Hooks)
+	if h == nil {
+		return ctx, nil
+	}
+	s := &Span{h: h, ctx: ctx, permits: permits}
+	return context.WithValue(ctx, spanKey{}, s), s
+}
+
+// Join marks that the Wait joins a queue, or starts a sleep, at now (the
+// limiter's clock): the first Join of a Wait tells Queued.
+func (s *Span) Join(now time.Time) {
+	if s == nil {
+		return
+	}
+	if s.outer != nil {
+		s.outer.Join(now)
+		return
+	}
+	if !s.queued {
+		s.queued, s.since = true, now
+		if s.h.Queued != nil {
+			s.h.Queued(s.ctx, s.permits)
+		}
+	}
+}
+
+// Done marks that the Wait is answered at now, granted or not, with err:
+// when it joined, Dequeued is told the time since. A Span begun inside
+// another Wait's leaves that to the outer one.
+func (s *Span) Done(now time.Time, granted bool, err error) {
+	if s == nil || s.outer != nil || !s.queued {
+		return
+	}
+	s.queued = false
+	if s.h.Dequeued != nil {
+		s.h.Dequeued(s.ctx, s.permits, max(now.Sub(s.since), 0), granted, err)
+	}
+}
