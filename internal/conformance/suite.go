@@ -170,18 +170,13 @@ type Option func(*suite)
 // is expected rounded up to it, and "one tick less" is one tick.
 func Tick(d time.Duration) Option { return func(s *suite) { s.tick = d } }
 
-// StartAt sets the instant the clock of each Sequence starts at;
-// ratelimittest.Start by default.
-func StartAt(t time.Time) Option { return func(s *suite) { s.start = t } }
-
 type suite struct {
-	f     Factory
-	tick  time.Duration
-	start time.Time
+	f    Factory
+	tick time.Duration
 }
 
 func newSuite(f Factory, opts []Option) *suite {
-	s := &suite{f: f, tick: time.Nanosecond, start: ratelimittest.Start}
+	s := &suite{f: f, tick: time.Nanosecond}
 	for _, o := range opts {
 		o(s)
 	}
@@ -309,9 +304,9 @@ func Sequences() []Sequence {
 func testSequences(t *testing.T, s *suite) { runSequences(t, s, Sequences()) }
 
 // RunSequences runs exact scenarios of one's own, as Run does its
-// Sequences, against limiters built by f: an algorithm's own package (a
-// calendar quota's, whose scenarios cross dates of their own: see
-// StartAt) runs them on each backend.
+// Sequences, against limiters built by f, on a clock that starts at
+// ratelimittest.Start: an algorithm's own package (a calendar quota's,
+// whose scenarios cross dates of their own) runs them on each backend.
 func RunSequences(t *testing.T, f Factory, seqs []Sequence, opts ...Option) {
 	runSequences(t, newSuite(f, opts), seqs)
 }
@@ -320,7 +315,7 @@ func runSequences(t *testing.T, s *suite, seqs []Sequence) {
 	for _, seq := range seqs {
 		seq := seq
 		t.Run(seq.Name, func(t *testing.T) {
-			clock := ratelimittest.NewClockAt(s.start)
+			clock := ratelimittest.NewClock()
 			l := s.f(t, seq.Config, clock)
 			leases := make([]ratelimit.Lease, len(seq.Steps))
 			for i, st := range seq.Steps {
