@@ -243,13 +243,16 @@ func (m *model) Caps() engine.Caps { return engine.Refunds | engine.Holds }
 // differs from by DST, the month's or the year's days.
 var nominal = map[Period]time.Duration{Day: 24 * time.Hour, Week: 7 * 24 * time.Hour, Month: 30 * 24 * time.Hour, Year: 365 * 24 * time.Hour}
 
-// weekStart is the Param of WeekStart, a Text of the days' names: ""
-// unless Period is Week (so that the JSON of another period leaves it
-// out).
+// weekStart is the Param of WeekStart, a Text of the days' names: "" for
+// the zero value (Sunday) of another Period than Week, so that the JSON of
+// a daily quota leaves it out.
 var weekStart = algo.Param[Config]{
 	Name: "week_start", Kind: algo.Text, Choices: weekdays,
 	Get: func(c Config) any {
-		if c.Period != Week || c.WeekStart < time.Sunday || c.WeekStart > time.Saturday {
+		switch {
+		case c.WeekStart < time.Sunday || c.WeekStart > time.Saturday:
+			return strconv.Itoa(int(c.WeekStart))
+		case c.Period != Week && c.WeekStart == time.Sunday:
 			return ""
 		}
 		return weekdays[c.WeekStart]
