@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -41,5 +42,26 @@ func TestDemoQuota(t *testing.T) {
 	}
 	if res := post(t, ts.URL+"/demo/run", `{"session":"`+id+`","a":{"algorithm":"quota","quota":{"limit":3,"period":"fortnight"}},"traffic":{"mode":"one"}}`); res.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a quota per fortnight: %s, want 400", res.Status)
+	}
+}
+
+// TestMetricsOfAQuota: a quota policy's decisions are counted under its
+// algorithm's name, which the descriptor gives.
+func TestMetricsOfAQuota(t *testing.T) {
+	s, ts := newTestServer(t, options{})
+	res := post(t, ts.URL+"/api/policies", `{"name":"plan","algorithm":"quota","quota":{"limit":1,"period":"month","timezone":"Europe/Paris"},"key":"user","apps":["web"]}`,
+		"Authorization", "Bearer "+testToken)
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %s", res.Status)
+	}
+	for range 2 {
+		if _, err := s.reg.Acquire(context.Background(), "plan", "u", "web", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for result, want := range map[string]string{"acquired": "1", "refused": "1"} {
+		if got := metric(t, ts.URL, "ratelimit_requests_total", `ratelimit_policy="plan"`, `ratelimit_algorithm="quota"`, `ratelimit_result="`+result+`"`); got != want {
+			t.Errorf("%s under plan, algorithm quota: %s, want %s", result, got, want)
+		}
 	}
 }
