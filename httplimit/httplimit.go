@@ -160,9 +160,18 @@ type Policy struct {
 // net/http.ServeMux pattern ("POST /login", "/api/", "GET /items/{id}",
 // "example.com/"). Patterns follow ServeMux's rules: two patterns that
 // conflict are an error.
+//
+// Policies are more policies of the route, applied after Policy in order:
+// a plan of 10 requests a second, 1,000 a day and 10,000 a month (calendar
+// quotas) is three. Each decides in turn, as the route's policy and the
+// middleware's own do (a refusal gives back what the ones before it
+// granted), and each has its own member in the RateLimit fields, where a
+// Chain of their limiters would show only its tightest member. Their names
+// must differ from one another.
 type Route struct {
-	Pattern string
-	Policy  Policy
+	Pattern  string
+	Policy   Policy
+	Policies []Policy
 }
 
 // Configured is a ratelimit.Keyed that reports the configuration its
@@ -235,7 +244,7 @@ func (routeIndex) ServeHTTP(http.ResponseWriter, *http.Request) {}
 // router finds the route of a request with a ServeMux of markers.
 type router struct {
 	mux      *http.ServeMux
-	policies []policy
+	policies [][]policy // each route's, in order
 }
 
 func newRouter(routes []Route, defaultKey KeyFunc) (_ *router, err error) {
@@ -244,14 +253,23 @@ func newRouter(routes []Route, defaultKey KeyFunc) (_ *router, err error) {
 	}
 	rt := &router{mux: http.NewServeMux()}
 	for i, r := range routes {
-		p, err := newPolicy(r.Policy, defaultKey)
-		if err != nil {
-			return nil, fmt.Errorf("httplimit: route %q: %w", r.Pattern, err)
+		var ps []policy
+		for _, rp := range append([]Policy{r.Policy}, r.Policies...) {
+			p, err := newPolicy(rp, defaultKey)
+			if err != nil {
+				return nil, fmt.Errorf("httplimit: route %q: %w", r.Pattern, err)
+			}
+			for _, q := range ps {
+				if q.name == p.name {
+					return nil, fmt.Errorf("%w: httplimit: route %q: two policies are named %q", ratelimit.ErrInvalidConfig, r.Pattern, rp.Name)
+				}
+			}
+			ps = append(ps, p)
 		}
 		if err := register(rt.mux, r.Pattern, routeIndex(i)); err != nil {
 			return nil, err
 		}
-		rt.policies = append(rt.policies, p)
+		rt.policies = append(rt.policies, ps)
 	}
 	return rt, nil
 }
@@ -270,31 +288,33 @@ func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 	return nil
 }
 
-// policy returns the policy of r's route; nil when r has none.
-func (rt *router) policy(r *http.Request) *policy {
+// route returns the policies of r's route; none when r has no route.
+func (rt *router) route(r *http.Request) []policy {
 	if rt == nil {
 		return nil
 	}
 	if h, _ := rt.mux.Handler(r); h != nil {
 		if i, ok := h.(routeIndex); ok {
-			return &rt.policies[i]
+			return rt.policies[i]
 		}
 	}
 	return nil
 }
 
 // Middleware returns a middleware that limits requests per Key with l, and
-// with the policy of their route (Options.Routes) before that. A refusal
-// by the route's policy spends nothing of l's; a refusal by l gives back
-// what the route's policy granted when its limiter can refund the key's
-// grant (For(key), then control.Refund: a partitioned limiter, Global and
-// Func of memory or redis limiters), and otherwise leaves it spent. A concurrency limiter's lease is released
+// with the policies of their route (Options.Routes) before that, in order.
+// A refusal by a route's policy spends nothing of the policies after it
+// (l's included); a refusal by a later one gives back what the policies
+// before it granted when their limiters can refund the key's grant
+// (For(key), then control.Refund: a partitioned limiter, Global and Func of
+// memory or redis limiters), and otherwise leaves it spent. A concurrency
+// limiter's lease is released
 // when the handler returns, even if it panics. A limiter that cannot
 // decide (a closed limiter, a failing backend) answers 503.
 //
 // Every response carries the fields of draft-ietf-httpapi-ratelimit-headers-11,
 // one list member per policy that decided the request (the route's, then
-// l's): RateLimit-Policy ("name";q=limit;w=window) and RateLimit
+// l's), a calendar quota's t being the time to its period's end: RateLimit-Policy ("name";q=limit;w=window) and RateLimit
 // ("name";r=remaining;t=seconds), where t is the effective window: the
 // time until the available quota next grows (the next token of a bucket,
 // the end of a fixed window), rounded up. On a refusal t is the lease's
@@ -372,14 +392,19 @@ type decided struct {
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	var buf [2]decided
+	var buf [4]decided
 	leases := buf[:0]
 	defer func() {
 		for _, d := range leases {
 			d.lease.Release()
 		}
 	}()
-	for _, p := range [2]*policy{m.routes.policy(r), m.global} {
+	route := m.routes.route(r)
+	for i := 0; i <= len(route); i++ { // the route's policies, then the middleware's
+		p := m.global
+		if i < len(route) {
+			p = &route[i]
+		}
 		if p == nil {
 			continue
 		}

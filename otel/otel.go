@@ -65,7 +65,7 @@ const (
 // The attributes' keys.
 const (
 	PolicyKey        = attribute.Key("ratelimit.policy")         // WithPolicy; "default" unless set
-	AlgorithmKey     = attribute.Key("ratelimit.algorithm")      // tokenbucket, fixedwindow, slidingwindow, slidinglog, concurrency, chain, unknown
+	AlgorithmKey     = attribute.Key("ratelimit.algorithm")      // tokenbucket, fixedwindow, slidingwindow, slidinglog, concurrency, quota, chain, unknown
 	BackendKey       = attribute.Key("ratelimit.backend")        // memory, redis, unknown
 	ModeKey          = attribute.Key("ratelimit.mode")           // enforce, or shadow (WithShadow)
 	ResultKey        = attribute.Key("ratelimit.result")         // acquired, refused, error

@@ -6,6 +6,7 @@ package policy
 import (
 	_ "github.com/limitkit/ratelimit/concurrency"
 	_ "github.com/limitkit/ratelimit/fixedwindow"
+	_ "github.com/limitkit/ratelimit/quota"
 	_ "github.com/limitkit/ratelimit/slidinglog"
 	_ "github.com/limitkit/ratelimit/slidingwindow"
 	_ "github.com/limitkit/ratelimit/tokenbucket"

@@ -156,6 +156,12 @@ func configFrom(alg string, raw json.RawMessage) (ratelimit.Config, error) {
 			var r float64
 			err = strictjson.Unmarshal(raw, &r)
 			values[f.Name] = r
+		case algo.Text:
+			var v string
+			if err = strictjson.Unmarshal(raw, &v); err == nil && f.Choices != nil && !slices.Contains(f.Choices, v) {
+				return nil, fieldErr(alg+"."+f.Name, v, "must be one of "+strings.Join(f.Choices, ", "))
+			}
+			values[f.Name] = v
 		case algo.Queue:
 			var j jsonQueue
 			if err = strictjson.Unmarshal(raw, &j); err == nil {

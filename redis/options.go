@@ -30,7 +30,8 @@ type options struct {
 	noCache    bool
 	noCoalesce bool
 	prefix     string
-	clock      ratelimit.Clock
+	clock      ratelimit.Clock // the local clock; nil: the system's
+	pin        bool            // the scripts' time is clock's (WithClock), not Redis's TIME
 	policy     FailurePolicy
 	fallback   ratelimit.Limiter
 	timeout    time.Duration
@@ -137,4 +138,15 @@ func WithoutCoalescing() Option { return func(o *options) { o.noCoalesce = true 
 
 // WithClock pins the time sent to the scripts to c.Now(), and makes Wait
 // sleep on c. For tests only: in production the time is Redis's.
-func WithClock(c ratelimit.Clock) Option { return func(o *options) { o.clock = c } }
+func WithClock(c ratelimit.Clock) Option {
+	return func(o *options) { o.clock, o.pin = c, c != nil }
+}
+
+// WithLocalClock makes c the limiter's local clock, as the system clock is
+// by default: Wait sleeps on it, IdleFor reads it, and so do the
+// arguments an algorithm computes from the caller's time (a calendar
+// quota's period boundaries); the scripts still decide at Redis's TIME.
+// For tests of processes whose clocks disagree with Redis's.
+func WithLocalClock(c ratelimit.Clock) Option {
+	return func(o *options) { o.clock, o.pin = c, false }
+}

@@ -80,8 +80,9 @@ type shape struct {
 // params is a configuration of the shape's algorithm, which Reconfigure
 // replaces whole. It does not change once made.
 type params struct {
-	cfg       ratelimit.Config // what it was made from (a value, not a pointer)
-	args      []interface{}    // the algorithm's parameters, after now, permits and op
+	cfg       ratelimit.Config              // what it was made from (a value, not a pointer)
+	args      []interface{}                 // the algorithm's parameters, after now, permits and op
+	perCall   func(time.Time) []interface{} // each call's arguments after args, from its local instant (algo.Redis.PerCall); nil: none
 	capacity  int64
 	infos     backend.Outcomes // of capacity; a rate grant's token is its instant (us)
 	queue     ratelimit.Queue
@@ -201,7 +202,7 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 		return nil, err
 	}
 	s.suffixes, s.reserves, s.release = enc.Suffixes, enc.Reserves, enc.Holds
-	pm.args, pm.unlimited = enc.Args, enc.Unlimited
+	pm.args, pm.perCall, pm.unlimited = enc.Args, enc.PerCall, enc.Unlimited
 	pm.infos.SetGrows(d.Grows())
 	s.p.Store(pm)
 	return s, nil

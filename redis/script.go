@@ -77,7 +77,9 @@ func (s *luaScript) call(keys []string, argc int) evalCall {
 
 // The script protocol, in one place. A call's ARGV is now (empty: the
 // server's TIME), permits, an op, the algorithm's parameters (see
-// NewFactory), then the op's arguments; every script replies with the
+// NewFactory), the arguments it computes for each call from the caller's
+// clock (algo.Redis.PerCall; a calendar quota's period boundaries), then
+// the op's arguments; every script replies with the
 // numbers of reply. Ops: opAcquire (every algorithm; permits 0 is a status
 // check; concurrency: the holder's name), opWait (token bucket: acquire or
 // reserve; the most us the caller can wait, -1 for no bound), opCancel
@@ -217,14 +219,20 @@ func (l *Limiter) run(ctx context.Context, call evalCall, then func()) ([]interf
 
 // own is a decision's own script arguments: its head, now (empty: the
 // server's TIME; the local instant with WithClock), permits and op, then
-// extra. A batch sends them with the parameters of the decisions'
+// the arguments its algorithm computes from local (algo.Redis.PerCall),
+// then extra. A batch sends them with the parameters of the decisions'
 // Factory once (see group); lone makes a call of one decision of them.
 func (l *Limiter) own(local time.Time, op string, permits int64, extra []interface{}) []interface{} {
 	now := ""
-	if l.o.clock != nil {
+	if l.o.pin {
 		now = strconv.FormatInt(local.UnixMicro(), 10)
 	}
-	return append(append(make([]interface{}, 0, headLen+len(extra)), now, permits, op), extra...)
+	var timed []interface{}
+	if f := l.params().perCall; f != nil {
+		timed = f(local)
+	}
+	out := append(make([]interface{}, 0, headLen+len(timed)+len(extra)), now, permits, op)
+	return append(append(out, timed...), extra...)
 }
 
 // lone is the script call of one decision of the limiter, whose own

@@ -14,7 +14,8 @@ import (
 
 // Wait takes permits, waiting until ctx is done. The token bucket reserves in
 // the script and sleeps once until its turn (a cancel refunds); the window
-// algorithms sleep until RetryAfter plus a little jitter and try again;
+// algorithms sleep until RetryAfter plus a little jitter (at most a tenth
+// of it, and at most 100ms) and try again;
 // concurrency polls with backoff (1ms doubling to 50ms) until a holder
 // releases. A ctx deadline that cannot be met is refused at once. Wait(ctx,
 // 0) waits, the same way but never reserving and whatever the queue limit,
@@ -55,7 +56,7 @@ func (l *Limiter) wait(ctx context.Context, permits int, span *waittrace.Span) (
 			if deadline, ok := ctx.Deadline(); ok && l.until(deadline) < d {
 				return l.refusedAs(lease, ratelimit.ReasonDeadline), nil
 			}
-			d += time.Duration(rand.Int63n(int64(d/10) + 1)) // spread retries of competing processes
+			d += jitter(d) // spread retries of competing processes
 		} else {
 			d, backoff = backoff, min(2*backoff, 50*time.Millisecond)
 		}
@@ -66,6 +67,18 @@ func (l *Limiter) wait(ctx context.Context, permits int, span *waittrace.Span) (
 			return lease, err
 		}
 	}
+}
+
+// maxJitter bounds the delay Wait adds at random to a RetryAfter before
+// trying again, so that the processes waiting for one window do not all
+// retry at its first instant: a tenth of the RetryAfter, at most
+// maxJitter (a tenth of a daily quota's RetryAfter would be hours).
+const maxJitter = 100 * time.Millisecond
+
+// jitter is the random delay added to a RetryAfter d: in [0, min(d/10,
+// maxJitter)].
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(rand.Int63n(int64(min(d/10, maxJitter)) + 1))
 }
 
 // refusedAs is lease, a refusal of l or of its fallback, refused for r

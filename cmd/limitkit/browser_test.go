@@ -439,6 +439,23 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the deleted policy: %d %s", status, b)
 	}
 
+	// An algorithm the page knows from its descriptor only: a calendar
+	// quota, its period chosen from a list.
+	do("creating a calendar quota",
+		chromedp.Click(chromedp.CSS("#new-policy")),
+		chromedp.WaitVisible(chromedp.CSS("#p-name")),
+		set("#p-name", "plan"), set("#p-algorithm", "quota"),
+		set("#p-limit", "10000"), set("#p-period", "month"), set("#p-timezone", "Europe/Paris"),
+		set("#p-key", "user"), set("#p-apps", "web"),
+		chromedp.Click(chromedp.CSS("#save")),
+		chromedp.WaitVisible(chromedp.CSS(`#policies tr[data-name="plan"]`)))
+	if got := text(`#policies tr[data-name="plan"] .limit`); got != "quota: limit 10000, period month, timezone Europe/Paris" {
+		t.Errorf("the quota is listed as %q", got)
+	}
+	if status, b := apiGet("/policies/plan"); status != http.StatusOK || !strings.Contains(string(b), `"quota":{"limit":10000,"period":"month","timezone":"Europe/Paris"}`) {
+		t.Errorf("the quota stored: %d %s", status, b)
+	}
+
 	// The next burst is admitted at the new limit.
 	burstOnPolicy("a burst of 30 on the lowered policy")
 	if a, r := text("#a-allowed"), text("#a-refused"); a != "5" || r != "25" {

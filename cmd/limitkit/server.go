@@ -126,6 +126,7 @@ func newServer(ctx context.Context, opts options) (*server, error) {
 	mux.Handle("GET /{$}", serveFile(static, "index.html"))
 	mux.Handle("GET /admin", serveFile(static, "admin.html"))
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /algorithms.js", serveAlgorithms)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", m.handler)
 	mux.Handle("/api/", http.StripPrefix("/api", admin))

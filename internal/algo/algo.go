@@ -69,22 +69,29 @@ const (
 	Duration             // a time.Duration: a window, a period
 	Rate                 // a float64 of permits per second (rate.Limit)
 	Queue                // a ratelimit.Queue
+	Text                 // a string: a name, such as a calendar period or a time zone
 )
 
 // Param is one field of an algorithm's configuration C, as policies' JSON
 // and the server's pages name it. Get returns and Set takes a value of its
-// Kind's type (int, time.Duration, float64 or ratelimit.Queue).
+// Kind's type (int, time.Duration, float64, ratelimit.Queue or string).
 type Param[C any] struct {
 	Name string // "rate", "burst", "per_period", "window", ...
 	Kind Kind
-	Get  func(c C) any
-	Set  func(c *C, v any)
+	// Choices, for a Text, are the values it may take, which policies
+	// check before Set is called ("" may always be given to Set: the
+	// zero value); nil for any string, which the configuration's
+	// Validate checks.
+	Choices []string
+	Get     func(c C) any
+	Set     func(c *C, v any)
 }
 
-// Field is a parameter's name and kind.
+// Field is a parameter's name and kind, and for a Text its Choices.
 type Field struct {
-	Name string
-	Kind Kind
+	Name    string
+	Kind    Kind
+	Choices []string
 }
 
 // Value is a parameter of a configuration, with its value.
@@ -110,6 +117,15 @@ type Redis struct {
 	// Args are the algorithm's parameters, after the call's now, permits
 	// and op.
 	Args []any
+	// PerCall, when not nil, gives the arguments of each call that depend
+	// on the time, computed from the caller's clock at local: they follow
+	// the parameters, before the op's own arguments. The script still
+	// decides at its own instant (Redis's TIME): such arguments describe
+	// the time around local (for a calendar quota, the boundaries of the
+	// previous, current and next periods, which a script cannot compute
+	// without the time zone database), for the script to pick the part
+	// its instant falls in. The slice it returns is only read.
+	PerCall func(local time.Time) []any
 	// Reserves: Wait reserves in the script (token bucket). Holds: a grant
 	// holds its permits until released (concurrency). Unlimited: every
 	// request is granted (a token bucket of rate.Inf).
@@ -302,7 +318,7 @@ func (a *Algorithm[C, S]) grows(cfg ratelimit.Config) backend.Grows {
 func (a *Algorithm[C, S]) fields() []Field {
 	fs := make([]Field, len(a.Params))
 	for i, p := range a.Params {
-		fs[i] = Field{p.Name, p.Kind}
+		fs[i] = Field{p.Name, p.Kind, p.Choices}
 	}
 	return fs
 }
@@ -336,7 +352,7 @@ func (b bound[C, S]) Grows() backend.Grows { return b.a.grows(b.c) }
 func (b bound[C, S]) Values() []Value {
 	vs := make([]Value, len(b.a.Params))
 	for i, p := range b.a.Params {
-		vs[i] = Value{Field{p.Name, p.Kind}, p.Get(b.c)}
+		vs[i] = Value{Field{p.Name, p.Kind, p.Choices}, p.Get(b.c)}
 	}
 	return vs
 }
@@ -383,6 +399,12 @@ func LuaNumber(f float64) string {
 		return s[:i] + ".0" + s[i:]
 	}
 	return s + ".0"
+}
+
+// Str makes the Param of kind Text of the string field of C that f points
+// to, which may take the values choices (any string when there are none).
+func Str[C any, T ~string](name string, f func(*C) *T, choices ...string) Param[C] {
+	return Param[C]{Name: name, Kind: Text, Choices: choices, Get: func(c C) any { return string(*f(&c)) }, Set: func(c *C, v any) { *f(c) = T(v.(string)) }}
 }
 
 // Int, Dur, PerSecond and QueueOf make the Param of the field of C that f

@@ -301,8 +301,18 @@ func Sequences() []Sequence {
 	}
 }
 
-func testSequences(t *testing.T, s *suite) {
-	for _, seq := range Sequences() {
+func testSequences(t *testing.T, s *suite) { runSequences(t, s, Sequences()) }
+
+// RunSequences runs exact scenarios of one's own, as Run does its
+// Sequences, against limiters built by f, on a clock that starts at
+// ratelimittest.Start: an algorithm's own package (a calendar quota's,
+// whose scenarios cross dates of their own) runs them on each backend.
+func RunSequences(t *testing.T, f Factory, seqs []Sequence, opts ...Option) {
+	runSequences(t, newSuite(f, opts), seqs)
+}
+
+func runSequences(t *testing.T, s *suite, seqs []Sequence) {
+	for _, seq := range seqs {
 		seq := seq
 		t.Run(seq.Name, func(t *testing.T) {
 			clock := ratelimittest.NewClock()

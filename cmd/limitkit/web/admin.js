@@ -93,7 +93,9 @@ function describe(p) {
   case 'slidinglog': return `sliding log: ${c.limit} per ${c.window}`;
   case 'concurrency': return `concurrency: ${c.limit} at once`;
   }
-  return p.algorithm;
+  // Another algorithm (a calendar quota): its parameters as they are.
+  const params = Object.entries(c).map(([k, v]) => `${k.replace(/_/g, ' ')} ${typeof v === 'object' ? JSON.stringify(v) : v}`);
+  return params.length ? `${p.algorithm}: ${params.join(', ')}` : p.algorithm;
 }
 
 function when(t) { return t ? new Date(t).toLocaleString() : ''; }
@@ -167,9 +169,8 @@ function renderParams() {
   box.replaceChildren();
   for (const f of (ALGORITHMS[alg] || {fields: []}).fields) {
     const name = `${alg}.${f.key}`;
-    const input = el('input', {id: `p-${f.key}`, type: 'text', size: 8, 'data-field': name,
-      value: typed[f.key] ?? (admin.editing ? '' : f.def), placeholder: f.hint || ''});
-    input.addEventListener('input', () => { typed[f.key] = input.value; });
+    const input = fieldInput(f, {id: `p-${f.key}`, size: 8, 'data-field': name, placeholder: f.hint || ''}, typed[f.key] ?? (admin.editing ? '' : f.def));
+    input.addEventListener(f.choices ? 'change' : 'input', () => { typed[f.key] = input.value; });
     box.append(el('label', {}, `${f.label} `, input), el('span', {class: 'err', 'data-err-for': name}));
   }
 }

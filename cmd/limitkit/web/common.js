@@ -30,6 +30,26 @@ const ALGORITHMS = {
   concurrency: {title: 'concurrency', fields: [{key: 'limit', label: 'limit', def: '5'}]},
 };
 
+// An algorithm the table above does not describe (a calendar quota) is
+// offered from its descriptor (DESCRIPTORS, /algorithms.js): its fields by
+// kind, a text with choices as a list whose first entry leaves it out.
+for (const d of (typeof DESCRIPTORS === 'undefined' ? [] : DESCRIPTORS)) {
+  if (ALGORITHMS[d.name]) continue;
+  ALGORITHMS[d.name] = {title: d.name, fields: d.fields.filter(f => f.kind !== 'queue').map(f => ({
+    key: f.name, label: f.name.replace(/_/g, ' '), def: {count: '10', duration: '1s', rate: '5'}[f.kind] || '',
+    duration: f.kind === 'duration', text: f.kind === 'text', choices: f.choices}))};
+}
+
+// fieldInput is the input of field f: a list of its choices, or a text
+// box; attrs are its attributes, value its value.
+function fieldInput(f, attrs, value) {
+  if (!f.choices) return el('input', {...attrs, type: 'text', value});
+  const {size, placeholder, ...rest} = attrs; // a list's size is its rows
+  const sel = el('select', rest, el('option', {value: '', text: '-'}), ...f.choices.map(c => el('option', {value: c, text: c})));
+  sel.value = value;
+  return sel;
+}
+
 // Each algorithm's colour, as in the bench report (bench/report.go's
 // colours; a bench test holds the two equal).
 const COLOURS = {tokenbucket: '#1f77b4', 'tokenbucket-interval': '#17becf', fixedwindow: '#d62728',
@@ -37,11 +57,11 @@ const COLOURS = {tokenbucket: '#1f77b4', 'tokenbucket-interval': '#17becf', fixe
 
 // fieldValue turns an input's text into its JSON value: numbers for numeric
 // fields (text that is not a number is sent as it is, for the server to
-// refuse by name), strings for durations, undefined when empty.
+// refuse by name), strings for durations and texts, undefined when empty.
 function fieldValue(f, text) {
   text = text.trim();
   if (text === '') return undefined;
-  if (f.duration) return text;
+  if (f.duration || f.text) return text;
   return /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(text) ? Number(text) : text;
 }
 

@@ -45,9 +45,8 @@ function renderParams(slot) {
   const typed = ((demo.typed[slot] ||= {})[src] ||= {});
   for (const f of ALGORITHMS[src].fields) {
     const name = `${slot}.${src}.${f.key}`;
-    const input = el('input', {id: `${slot}-${f.key}`, type: 'text', size: 6, 'data-field': name,
-      value: typed[f.key] ?? f.def, placeholder: f.hint || ''});
-    input.addEventListener('input', () => { typed[f.key] = input.value; });
+    const input = fieldInput(f, {id: `${slot}-${f.key}`, size: 6, 'data-field': name, placeholder: f.hint || ''}, typed[f.key] ?? f.def);
+    input.addEventListener(f.choices ? 'change' : 'input', () => { typed[f.key] = input.value; });
     box.append(el('label', {}, `${f.label} `, input), el('span', {class: 'err', 'data-err-for': name}));
   }
 }

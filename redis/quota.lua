@@ -1,0 +1,61 @@
+-- Calendar quota. K[1]: "start count end", the count of the period [start,
+-- end) (us). ARGV: now, permits, op (OP_ACQUIRE, OP_REFUND: refund a
+-- grant), limit, then the boundaries b0 < b1 < b2 < b3 of the previous,
+-- current and next periods around the caller's clock (the Go side computes
+-- them in the quota's time zone, which Lua cannot), then for OP_REFUND the
+-- grant's instant. The period is the one of the three that NOW (Redis's
+-- TIME) falls in, so callers whose clocks differ from Redis's by less than
+-- a period agree; NOW outside all three is an error. A grant's instant
+-- (the reply's extra) is one of the period it was counted in: a state of a
+-- period later than NOW's (a pinned time that went back) counts there, as
+-- in quota's model.
+--
+-- Reconfigured to other periods, a count whose period has not ended at
+-- NOW is held in NOW's period of the new configuration (as quota's
+-- model.Holding), and that state is stored whatever the decision.
+local function decide(K, ARGV)
+  local key = K[1]
+  local now, p, op, limit = NOW, tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+  local b0, b1, b2, b3 = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+  local start, pend
+  if now >= b1 and now < b2 then
+    start, pend = b1, b2
+  elseif now >= b0 and now < b1 then
+    start, pend = b0, b1
+  elseif now >= b2 and now < b3 then
+    start, pend = b2, b3
+  else
+    error('limitkit: quota: the server time ' .. format('%d', now) .. ' is outside the periods the caller sent, from ' ..
+      format('%d', b0) .. ' to ' .. format('%d', b3) .. ': its clock is more than a period away from Redis\'s')
+  end
+  local count = 0
+  local moved = false -- laid out by other periods: the state is stored
+  local st, c, se = load(key)
+  if st and se > now then
+    if st > now or (st == start and se == pend) then
+      start, pend, count = st, se, c
+    else
+      count, moved = c, true
+    end
+  end
+  local function save() store(key, count > 0 and pend - now or 0, '%d %d %d', start, count, pend) end
+  if op == OP_REFUND then -- take back a grant while its period is the current one
+    local at = tonumber(ARGV[9])
+    if count > 0 and at >= start and at < pend then
+      count = count - min(p, count)
+      moved = true
+    end
+    if moved then save() end
+    return reply(true, limit - count, -1, count > 0 and pend - now or 0)
+  end
+  local granted = max(p, 1) <= limit - count -- exact, up to 2^53
+  if granted and p > 0 then
+    count = count + p
+    moved = true
+  end
+  if moved then save() end
+  local reset = 0
+  if count > 0 then reset = pend - now end
+  if granted then return reply(true, limit - count, -1, reset, max(now, start)) end
+  return reply(false, limit - count, pend - now, reset)
+end
