@@ -40,7 +40,7 @@ type env struct {
 }
 
 // writeConfig writes files into dir (the configuration directory).
-func writeConfig(t *testing.T, dir string, files map[string]string) {
+func writeConfig(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
@@ -51,7 +51,7 @@ func writeConfig(t *testing.T, dir string, files map[string]string) {
 
 // start serves files (a configuration directory) with opts (Source, Now
 // and, unless set, a memory Backend on a fake clock are filled in).
-func start(t *testing.T, files map[string]string, opts Options) *env {
+func start(t testing.TB, files map[string]string, opts Options) *env {
 	t.Helper()
 	dir := t.TempDir()
 	writeConfig(t, dir, files)
