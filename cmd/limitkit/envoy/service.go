@@ -239,14 +239,14 @@ func (s *Service) decide(ctx context.Context, d *decision, now time.Time) error 
 		r := d.rule
 		mode, shadow, fixed, d.name = r.FailureMode, r.ShadowMode, false, r.Policy
 		if s.opts.Policies == nil {
-			return s.failed(d, mode, fmt.Errorf("descriptor %s names policy %q, and the server has no policy store", r.Path, r.Policy))
+			return s.failed(ctx, d, mode, fmt.Errorf("descriptor %s names policy %q, and the server has no policy store", r.Path, r.Policy))
 		}
 		p, ok := s.opts.Policies.Policy(r.Policy)
 		if !ok {
-			return s.failed(d, mode, fmt.Errorf("%w: %q (named by %s)", policy.ErrUnknownPolicy, r.Policy, r.Path))
+			return s.failed(ctx, d, mode, fmt.Errorf("%w: %q (named by %s)", policy.ErrUnknownPolicy, r.Policy, r.Path))
 		}
 		if p.Algorithm() == policy.Concurrency {
-			return s.failed(d, mode, fmt.Errorf("policy %q is a concurrency limit: Envoy's protocol has no release, so it cannot be applied", r.Policy))
+			return s.failed(ctx, d, mode, fmt.Errorf("policy %q is a concurrency limit: Envoy's protocol has no release, so it cannot be applied", r.Policy))
 		}
 		d.cfg = p.Config
 		keyed := s.opts.Policies.Keyed(r.Policy, App)
@@ -289,7 +289,7 @@ func (s *Service) decide(ctx context.Context, d *decision, now time.Time) error 
 		}
 	}
 	if err != nil {
-		return s.failed(d, mode, err)
+		return s.failed(ctx, d, mode, err)
 	}
 	if lease.Acquired() {
 		if n > 0 {
@@ -367,7 +367,7 @@ func unitOf(cfg ratelimit.Config) rlspb.RateLimitResponse_RateLimit_Unit {
 }
 
 // failed applies mode to a descriptor whose limiter could not decide.
-func (s *Service) failed(d *decision, mode FailureMode, err error) error {
+func (s *Service) failed(ctx context.Context, d *decision, mode FailureMode, err error) error {
 	switch mode {
 	case FailOpen:
 		d.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
@@ -377,8 +377,8 @@ func (s *Service) failed(d *decision, mode FailureMode, err error) error {
 		d.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OVER_LIMIT}
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return status.FromContextError(err).Err()
+	if ctx.Err() != nil { // the call's own deadline or cancellation
+		return status.FromContextError(ctx.Err()).Err()
 	}
 	return status.Errorf(codes.Unavailable, "envoy: descriptor %q could not be decided: %v", d.key, err)
 }
