@@ -67,6 +67,7 @@ const (
 
 var failureModes = map[string]FailureMode{"": FailError, "error": FailError, "open": FailOpen, "closed": FailClosed}
 
+// String is the mode as failure_mode spells it: "error", "open", "closed".
 func (f FailureMode) String() string {
 	switch f {
 	case FailOpen:
