@@ -8,6 +8,7 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/algo"
+	"github.com/limitkit/ratelimit/internal/check"
 )
 
 // ValidPolicyName reports whether name can name a policy in the RateLimit
@@ -99,4 +100,55 @@ func appendParam(b []byte, key string, n int64) []byte {
 	b = append(b, key...)
 	b = append(b, '=')
 	return strconv.AppendInt(b, n, 10)
+}
+
+// appendMembers appends a policy's RateLimit-Policy member to pol and its
+// RateLimit member to lim: name (a structured-field String already) with
+// q, qu and w, and with r and t, for lease, a decision of a limiter
+// configured by cfg; window is w (0: omitted).
+func appendMembers(pol, lim []byte, name string, cfg ratelimit.Config, window time.Duration, lease ratelimit.Lease, now time.Time) ([]byte, []byte) {
+	pol = append(pol, name...)
+	pol = appendParam(pol, "q", lease.Limit())
+	pol = appendUnit(pol, cfg)
+	if window > 0 {
+		pol = appendParam(pol, "w", check.CeilSeconds(window))
+	}
+	lim = append(lim, name...)
+	lim = appendParam(lim, "r", max(lease.Remaining(), 0))
+	if t, ok := effectiveWindow(cfg, lease, now); ok {
+		lim = appendParam(lim, "t", check.CeilSeconds(t))
+	}
+	return pol, lim
+}
+
+// AppendFields appends to pol and lim the members that Middleware writes
+// in the RateLimit-Policy and RateLimit fields for one policy's decision,
+// so that another transport (a gateway's rate limit service) sends the
+// same fields: name (see ValidPolicyName; quoted here) with q (the lease's
+// Limit), qu for a concurrency limit, and w (window, or cfg's own window
+// when window is 0; omitted when neither is known); then r (the lease's
+// Remaining, at least 0) and t (the time until the quota next grows, as
+// Middleware computes it at now; omitted when unknown). Members already in
+// pol and lim are separated from the new ones by ", ". A lease whose Limit
+// is not positive (no limit) appends nothing.
+func AppendFields(pol, lim []byte, name string, cfg ratelimit.Config, window time.Duration, lease ratelimit.Lease, now time.Time) ([]byte, []byte, error) {
+	if err := ValidPolicyName(name); err != nil {
+		return pol, lim, err
+	}
+	if lease.Limit() <= 0 {
+		return pol, lim, nil
+	}
+	if cfg != nil && !check.IsNil(cfg) {
+		cfg = check.Value(cfg)
+	} else {
+		cfg = nil
+	}
+	if len(pol) > 0 {
+		pol = append(pol, ", "...)
+	}
+	if len(lim) > 0 {
+		lim = append(lim, ", "...)
+	}
+	pol, lim = appendMembers(pol, lim, sfString(name), cfg, policyWindow(cfg, window), lease, now)
+	return pol, lim, nil
 }

@@ -497,17 +497,7 @@ func (m *middleware) setHeaders(h http.Header, leases []decided) {
 			lim = append(lim, ", "...)
 		}
 		cfg, window := d.p.figures()
-		pol = append(pol, d.p.name...)
-		pol = appendParam(pol, "q", lease.Limit())
-		pol = appendUnit(pol, cfg)
-		if window > 0 {
-			pol = appendParam(pol, "w", check.CeilSeconds(window))
-		}
-		lim = append(lim, d.p.name...)
-		lim = appendParam(lim, "r", max(lease.Remaining(), 0))
-		if t, ok := effectiveWindow(cfg, lease, now); ok {
-			lim = appendParam(lim, "t", check.CeilSeconds(t))
-		}
+		pol, lim = appendMembers(pol, lim, d.p.name, cfg, window, lease, now)
 		if least == nil || lease.Remaining() < least.Remaining() || !lease.Acquired() {
 			least = &d.lease
 		}

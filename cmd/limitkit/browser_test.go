@@ -75,12 +75,15 @@ func (c *console) listen(ev any) {
 func TestBrowser(t *testing.T) {
 	bin := browsertest.Chromium(t, "the server's browser test")
 
-	// The server, in this process, as the command runs it.
+	// The server, in this process, as the command runs it, with Envoy
+	// rules for the management page to list.
+	envoyConfig := filepath.Join(t.TempDir(), "web.yaml")
+	os.WriteFile(envoyConfig, []byte("domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"), 0o600)
 	sctx, stop := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	ran := make(chan error, 1)
 	go func() {
-		ran <- run(sctx, []string{"-addr", "127.0.0.1:0", "-token", testToken}, io.Discard, io.Discard, func(u string) { ready <- u })
+		ran <- run(sctx, []string{"-addr", "127.0.0.1:0", "-token", testToken, "-envoy-config", envoyConfig}, io.Discard, io.Discard, func(u string) { ready <- u })
 	}()
 	var base string
 	select {
@@ -412,6 +415,11 @@ func TestBrowser(t *testing.T) {
 	do("opening the management page again",
 		chromedp.Navigate(base+"/admin"),
 		chromedp.WaitVisible(chromedp.CSS(`#policies tr[data-name="demo"]`)))
+	do("reading the Envoy rules",
+		chromedp.WaitVisible(chromedp.CSS(`#envoy-rules tr[data-domain="web"]`)))
+	if got := text(`#envoy-rules tr[data-domain="web"] .limit`); got != "2 per minute" {
+		t.Errorf("the Envoy rule is listed as %q", got)
+	}
 
 	// Create a policy (an empty list of applications is refused beside its
 	// field), then delete it.

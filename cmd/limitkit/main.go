@@ -69,6 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	redisAddrs := fs.String("redis", "", "Redis address(es), comma-separated: one for a single node, several for a Cluster (or Sentinels with -redis-master); empty: the memory backend")
 	redisMaster := fs.String("redis-master", "", "the Sentinel master name, when -redis lists Sentinels")
 	token := fs.String("token", "", "the admin token (default $LIMITKIT_TOKEN; when both are empty a random one is made and printed on stderr)")
+	grpcAddr := fs.String("grpc", "", "address to serve Envoy's rate limit service on (gRPC, host:port; port 0 picks a free one); needs -envoy-config")
+	envoyConfig := fs.String("envoy-config", "", "envoyproxy/ratelimit's YAML configuration: a file, or a directory of them, reloaded when it changes")
+	stopCounting := fs.Bool("envoy-stop-counting-over-limit", false, "when a descriptor of an Envoy call is over its limit, give back the hits of the others (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)")
 	policies := fs.String("policies", "", "a JSON policy file, served read-only and reloaded when it changes (default: a store with sample policies: in memory, or in Redis with -redis)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: limitkit [flags]\n\nServes the limitkit demo page (/) and management page (/admin).\n\n")
@@ -85,6 +88,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fs.Usage()
 		return errUsage
 	}
+	if *grpcAddr != "" && *envoyConfig == "" {
+		fmt.Fprintln(stderr, "limitkit: -grpc needs -envoy-config")
+		return errUsage
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
 	tok := *token
@@ -98,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fmt.Fprintf(stderr, "limitkit: admin token (set -token or LIMITKIT_TOKEN to choose one): %s\n", tok)
 	}
 
-	opts := options{Token: tok, Logger: logger}
+	opts := options{Token: tok, Logger: logger, Envoy: envoyOptions{Config: *envoyConfig, StopCountingOverLimit: *stopCounting}}
 	if *redisAddrs != "" {
 		client := goredis.NewUniversalClient(&goredis.UniversalOptions{
 			Addrs:                 strings.Split(*redisAddrs, ","),
@@ -136,6 +143,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "limitkit: serving the demo at %s/ and the management page at %s/admin (%s backend)\n", base, base, srv.backendName())
 
+	stopGRPC := func(time.Duration) {}
+	if *grpcAddr != "" {
+		gln, err := net.Listen("tcp", *grpcAddr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		fmt.Fprintf(stdout, "limitkit: serving Envoy's rate limit service (gRPC) at %s\n", gln.Addr())
+		stopGRPC = serveGRPC(gln, srv.envoy, logger)
+		defer stopGRPC(0)
+	}
+
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -161,6 +180,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	defer cancel()
 	err = hs.Shutdown(sctx)
 	<-served
+	stopGRPC(shutdownTimeout)
 	if cerr := srv.Close(); err == nil {
 		err = cerr
 	}

@@ -14,6 +14,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/limitkit/ratelimit/cmd/limitkit/envoy"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/policy"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -36,6 +37,7 @@ type options struct {
 	Redis  goredis.UniversalClient // nil: the memory backend
 	Store  policy.Store            // nil: sample policies, in memory or in Redis
 	Logger *slog.Logger            // nil: discard
+	Envoy  envoyOptions            // Envoy's rate limit service (envoy.go)
 }
 
 // server is the limitkit server's handler: the demo page and its API,
@@ -48,6 +50,9 @@ type server struct {
 	handler http.Handler
 	log     *slog.Logger
 	redis   bool
+
+	envoy    *envoy.Service // nil without an Envoy configuration
+	envoySrc *envoy.Source
 
 	closeOnce sync.Once
 	closeErr  error
@@ -147,6 +152,10 @@ func newServer(ctx context.Context, opts options) (*server, error) {
 	mux.HandleFunc("/demo/", func(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, "", "", "no such endpoint")
 	})
+	if err := s.setupEnvoy(ctx, opts, m.wrap(backend), mux); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("the Envoy service: %w", err)
+	}
 	s.handler = s.logRequests(secure(mux))
 	return s, nil
 }
@@ -169,7 +178,11 @@ func (s *server) stopStreams() { s.demo.stop() }
 func (s *server) Close() error {
 	s.closeOnce.Do(func() {
 		s.demo.close()
-		s.closeErr = errors.Join(s.reg.Close(), s.metrics.close())
+		var envoyErr error
+		if s.envoy != nil {
+			envoyErr = s.envoy.Close()
+		}
+		s.closeErr = errors.Join(envoyErr, s.reg.Close(), s.metrics.close())
 	})
 	return s.closeErr
 }

@@ -72,6 +72,7 @@ function showApp(list) {
   $('#app').hidden = false;
   $('#whoami').textContent = `Signed in as ${admin.actor || 'admin'}.`;
   render(list);
+  loadEnvoy();
 }
 
 async function refresh() {
@@ -80,6 +81,35 @@ async function refresh() {
     render(await api('GET', '/policies'));
   } catch (err) {
     handle(err, $('#app'), $('#list-error'));
+  }
+  loadEnvoy();
+}
+
+// loadEnvoy shows the domains and descriptors of the Envoy rate limit
+// service, when the server has one.
+async function loadEnvoy() {
+  let view;
+  try {
+    const res = await fetch('/envoy/config', {headers: {Authorization: `Bearer ${admin.token}`}, cache: 'no-store'});
+    if (!res.ok) return;
+    view = await res.json();
+  } catch (err) {
+    return;
+  }
+  $('#envoy').hidden = !view.enabled;
+  if (!view.enabled) return;
+  $('#envoy-source').textContent = `Rules of ${view.path}, reloaded when they change.`;
+  $('#envoy-error').textContent = view.error ? `The files do not load (the last valid rules are served): ${view.error}` : '';
+  const body = $('#envoy-rules');
+  body.replaceChildren();
+  for (const d of view.domains) {
+    for (const r of d.descriptors) {
+      body.append(el('tr', {'data-domain': d.domain},
+        el('td', {text: d.domain}), el('td', {class: 'path', text: r.path}), el('td', {class: 'limit', text: r.limit}),
+        el('td', {text: r.name || ''}), el('td', {text: (r.replaces || []).join(', ')}),
+        el('td', {text: r.shadow_mode ? 'yes' : ''}), el('td', {text: r.failure_mode})));
+    }
+    if (!d.descriptors.length) body.append(el('tr', {}, el('td', {text: d.domain}), el('td', {colspan: 6, text: 'No limits.'})));
   }
 }
 

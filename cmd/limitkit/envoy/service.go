@@ -1,0 +1,492 @@
+package envoy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/httplimit"
+	"github.com/limitkit/ratelimit/internal/algo"
+	"github.com/limitkit/ratelimit/internal/check"
+	"github.com/limitkit/ratelimit/policy"
+)
+
+// Options configures NewService.
+type Options struct {
+	// Source is the configuration; required.
+	Source *Source
+	// Backend makes the limiters of the rules and of the requests' limit
+	// overrides (policy.Memory() when nil; policy.Redis for a fleet).
+	Backend policy.Backend
+	// Policies is the registry of the server's policy store, which decides
+	// the descriptors whose rule names a policy; nil: such a descriptor
+	// fails (see FailureMode).
+	Policies *policy.Registry
+	// StopCountingOverLimit, as envoyproxy/ratelimit's
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when a descriptor of a call
+	// is over its limit, the hits of the descriptors within theirs are
+	// given back. By default they are counted, and so are refused hits.
+	StopCountingOverLimit bool
+	// MaxOverrides bounds the limits that requests' overrides may create
+	// (one per unit and requests per unit); zero means 256.
+	MaxOverrides int
+	// Now is the clock of the response's figures that the limiter does not
+	// give; time.Now when nil.
+	Now func() time.Time
+	// OnError, if set, receives the registry's reload errors.
+	OnError func(error)
+}
+
+// Service answers ShouldRateLimit; it is a rlspb.RateLimitServiceServer,
+// safe for concurrent use. Close it when done.
+type Service struct {
+	rlspb.UnimplementedRateLimitServiceServer
+	src   *Source
+	rules *policy.Registry
+	opts  Options
+
+	mu        sync.Mutex
+	overrides map[[2]uint32]*overrideLimit
+	closed    bool
+}
+
+// NewService makes the limiters of opts.Source's rules (a policy.Registry
+// over it, with opts.Backend) and returns the service.
+func NewService(ctx context.Context, opts Options) (*Service, error) {
+	if opts.Source == nil {
+		return nil, errors.New("envoy: Options.Source is required")
+	}
+	if opts.Backend == nil {
+		opts.Backend = policy.Memory()
+	}
+	if opts.MaxOverrides <= 0 {
+		opts.MaxOverrides = 256
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	reg, err := policy.NewRegistry(ctx, opts.Source, policy.Options{Backend: opts.Backend, OnError: opts.OnError})
+	if err != nil {
+		return nil, err
+	}
+	return &Service{src: opts.Source, rules: reg, opts: opts, overrides: map[[2]uint32]*overrideLimit{}}, nil
+}
+
+// Rules is the registry of the rules' fixed windows (policies named by
+// Rule.PolicyName, keyed by the descriptor's counter key).
+func (s *Service) Rules() *policy.Registry { return s.rules }
+
+// Close closes the rules' and the overrides' limiters. Safe to call twice.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ovs := s.overrides
+	s.overrides = nil
+	s.mu.Unlock()
+	errs := []error{s.rules.Close()}
+	for _, o := range ovs {
+		errs = append(errs, o.close())
+	}
+	return errors.Join(errs...)
+}
+
+// decision is one descriptor's answer, and what made it.
+type decision struct {
+	rule      *Rule
+	key       string
+	hits      uint64
+	override  *overrideLimit
+	unlimited bool
+
+	lease  ratelimit.Lease
+	cfg    ratelimit.Config // the limiter's configuration, for the headers
+	name   string           // the policy's name, for the headers
+	over   bool             // over its limit (shadow mode or not)
+	status *rlspb.RateLimitResponse_DescriptorStatus
+	refund func() // gives the descriptor's hits back
+}
+
+// ShouldRateLimit decides a request as envoyproxy/ratelimit does (see the
+// package doc), on limitkit's limiters.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	cfg := s.src.Config()
+	if cfg == nil {
+		return nil, status.Error(codes.Unavailable, "no rate limit configuration loaded")
+	}
+	ds := make([]decision, len(req.Descriptors))
+	replacing := map[string]bool{}
+	known := cfg.Has(req.Domain)
+	for i, d := range req.Descriptors {
+		dd := &ds[i]
+		dd.hits = uint64(max(1, req.HitsAddend))
+		if h := d.GetHitsAddend(); h != nil {
+			dd.hits = h.GetValue() // 0: a check that counts nothing
+		}
+		if known && d.GetLimit() != nil {
+			o, err := s.override(d.GetLimit())
+			if err != nil {
+				return nil, err
+			}
+			dd.override, dd.key = o, overrideKey(req.Domain, d.Entries)
+			continue
+		}
+		dd.rule, dd.key = cfg.Match(req.Domain, entries(d.Entries))
+		if dd.rule == nil {
+			continue
+		}
+		for _, r := range dd.rule.Replaces {
+			replacing[r] = true
+		}
+		if dd.rule.Unlimited {
+			dd.unlimited, dd.rule = true, nil
+		}
+	}
+	for i := range ds {
+		if r := ds[i].rule; r != nil && r.Name != "" && replacing[r.Name] {
+			ds[i].rule = nil
+		}
+	}
+
+	now := s.opts.Now()
+	anyOver := false
+	for i := range ds {
+		if err := s.decide(ctx, &ds[i], now); err != nil {
+			return nil, err
+		}
+		anyOver = anyOver || ds[i].over
+	}
+	if s.opts.StopCountingOverLimit && anyOver {
+		for i := range ds {
+			if d := &ds[i]; d.refund != nil && !d.over {
+				d.refund()
+				// What is left now that the hits are given back.
+				if l := d.status.CurrentLimit; l != nil {
+					d.status.LimitRemaining = uint32(min(uint64(d.status.LimitRemaining)+d.hits, uint64(l.RequestsPerUnit)))
+				}
+			}
+		}
+	}
+	return s.respond(ds, now), nil
+}
+
+func entries(es []*rlcommon.RateLimitDescriptor_Entry) []Entry {
+	out := make([]Entry, len(es))
+	for i, e := range es {
+		out[i] = Entry{e.GetKey(), e.GetValue()}
+	}
+	return out
+}
+
+// permits is hits as a number of permits (a number no limit holds when it
+// does not fit).
+func permits(hits uint64) int {
+	if hits > uint64(check.MaxLimit) {
+		return int(check.MaxLimit) + 1
+	}
+	return int(hits)
+}
+
+// decide asks d's limiter, and sets d's status.
+func (s *Service) decide(ctx context.Context, d *decision, now time.Time) error {
+	switch {
+	case d.unlimited:
+		d.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+		return nil
+	case d.rule == nil && d.override == nil:
+		d.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		return nil
+	}
+	var limit *rlspb.RateLimitResponse_RateLimit
+	var acquire func(n int) (ratelimit.Lease, error)
+	var refund func(ratelimit.Lease, int) error
+	fixed := true // a window of envoyproxy/ratelimit's: refused hits count
+	mode, shadow := FailError, false
+	switch {
+	case d.override != nil:
+		o := d.override
+		limit = &rlspb.RateLimitResponse_RateLimit{RequestsPerUnit: o.rpu, Unit: o.unit}
+		d.cfg, d.name = o.cfg, o.name
+		if o.reg != nil {
+			acquire = func(n int) (ratelimit.Lease, error) { return o.keyed.Acquire(ctx, d.key, n) }
+			refund = func(l ratelimit.Lease, n int) error { return refundKey(ctx, o.keyed, d.key, l, n) }
+		}
+	case d.rule.Policy != "":
+		r := d.rule
+		mode, shadow, fixed, d.name = r.FailureMode, r.ShadowMode, false, r.Policy
+		if s.opts.Policies == nil {
+			return s.failed(ctx, d, mode, fmt.Errorf("descriptor %s names policy %q, and the server has no policy store", r.Path, r.Policy))
+		}
+		p, ok := s.opts.Policies.Policy(r.Policy)
+		if !ok {
+			return s.failed(ctx, d, mode, fmt.Errorf("%w: %q (named by %s)", policy.ErrUnknownPolicy, r.Policy, r.Path))
+		}
+		if p.Algorithm() == policy.Concurrency {
+			return s.failed(ctx, d, mode, fmt.Errorf("policy %q is a concurrency limit: Envoy's protocol has no release, so it cannot be applied", r.Policy))
+		}
+		d.cfg = p.Config
+		keyed := s.opts.Policies.Keyed(r.Policy, App)
+		acquire = func(n int) (ratelimit.Lease, error) { return keyed.Acquire(ctx, d.key, n) }
+		refund = func(l ratelimit.Lease, n int) error { return refundKey(ctx, keyed, d.key, l, n) }
+	default:
+		r := d.rule
+		mode, shadow, d.name = r.FailureMode, r.ShadowMode, r.PolicyName
+		limit = &rlspb.RateLimitResponse_RateLimit{Name: r.Name, RequestsPerUnit: r.RequestsPerUnit, Unit: r.Unit}
+		if r.PolicyName != "" {
+			d.cfg = r.Config()
+			keyed := s.rules.Keyed(r.PolicyName, App)
+			acquire = func(n int) (ratelimit.Lease, error) { return keyed.Acquire(ctx, d.key, n) }
+			refund = func(l ratelimit.Lease, n int) error { return refundKey(ctx, keyed, d.key, l, n) }
+		}
+	}
+	if len(d.key) > policy.MaxKeyLen {
+		sum := sha256.Sum256([]byte(d.key))
+		d.key = "sha256:" + hex.EncodeToString(sum[:])
+	}
+
+	if acquire == nil { // requests_per_unit 0: every hit is over it
+		d.over = d.hits > 0
+		d.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, CurrentLimit: limit,
+			DurationUntilReset: durationpb.New(windowLeft(unitLength(limit.Unit), now))}
+		if d.over && !shadow {
+			d.status.Code = rlspb.RateLimitResponse_OVER_LIMIT
+		}
+		return nil
+	}
+	n := permits(d.hits)
+	lease, err := acquire(n)
+	if errors.Is(err, ratelimit.ErrExceedsLimit) {
+		// More hits than the limit: over it, as a count past the limit is.
+		if lease, err = acquire(0); err == nil {
+			lease = fill(lease, fixed, acquire)
+			d.lease, d.over = lease, true
+			d.status = s.status(d, limit, lease, false, fixed, shadow, now)
+			return nil
+		}
+	}
+	if err != nil {
+		return s.failed(ctx, d, mode, err)
+	}
+	if lease.Acquired() {
+		if n > 0 {
+			d.refund = func() { refund(lease, n) }
+		}
+	} else {
+		d.over = true
+		lease = fill(lease, fixed, acquire)
+	}
+	d.lease = lease
+	d.status = s.status(d, limit, lease, !d.over, fixed, shadow, now)
+	return nil
+}
+
+// fill counts a refusal's hits in a window of envoyproxy/ratelimit's,
+// whose count they push past the limit: the window's remaining permits are
+// taken, so that it stays over the limit until it ends. It returns the
+// lease to report.
+func fill(refused ratelimit.Lease, fixed bool, acquire func(int) (ratelimit.Lease, error)) ratelimit.Lease {
+	if !fixed || refused.Remaining() <= 0 {
+		return refused
+	}
+	if l, err := acquire(int(refused.Remaining())); err == nil && l.Acquired() {
+		return l
+	}
+	return refused
+}
+
+// status is the descriptor status of lease.
+func (s *Service) status(d *decision, limit *rlspb.RateLimitResponse_RateLimit, lease ratelimit.Lease, ok, fixed, shadow bool, now time.Time) *rlspb.RateLimitResponse_DescriptorStatus {
+	st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, CurrentLimit: limit}
+	if limit == nil {
+		st.CurrentLimit = &rlspb.RateLimitResponse_RateLimit{Name: d.name, RequestsPerUnit: uint32(min(max(lease.Limit(), 0), math.MaxUint32)), Unit: unitOf(d.cfg)}
+	}
+	if ok {
+		st.LimitRemaining = uint32(min(max(lease.Remaining(), 0), math.MaxUint32))
+	} else if !shadow {
+		st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+	}
+	var left time.Duration
+	if !ok {
+		if ra, known := lease.RetryAfter(); known && !fixed {
+			left = ra
+		}
+	}
+	if left <= 0 {
+		left = lease.ResetAfter()
+	}
+	if fixed && (left <= 0 || left > unitLength(st.CurrentLimit.Unit)) {
+		left = windowLeft(unitLength(st.CurrentLimit.Unit), now)
+	}
+	st.DurationUntilReset = &durationpb.Duration{Seconds: max(check.CeilSeconds(left), 1)}
+	return st
+}
+
+// windowLeft is the time until the end of now's window of length w,
+// windows aligned to the Unix epoch: in (0, w].
+func windowLeft(w time.Duration, now time.Time) time.Duration {
+	if w <= 0 {
+		return time.Second
+	}
+	return w - time.Duration(now.UnixNano()%int64(w))
+}
+
+// unitOf is the unit of cfg's window when it is one; UNKNOWN otherwise.
+func unitOf(cfg ratelimit.Config) rlspb.RateLimitResponse_RateLimit_Unit {
+	if w := algo.Window(cfg); w > 0 {
+		for u := range rlspb.RateLimitResponse_RateLimit_Unit_name {
+			if unit := rlspb.RateLimitResponse_RateLimit_Unit(u); unitLength(unit) == w {
+				return unit
+			}
+		}
+	}
+	return rlspb.RateLimitResponse_RateLimit_UNKNOWN
+}
+
+// failed applies mode to a descriptor whose limiter could not decide.
+func (s *Service) failed(ctx context.Context, d *decision, mode FailureMode, err error) error {
+	switch mode {
+	case FailOpen:
+		d.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		return nil
+	case FailClosed:
+		d.over = true
+		d.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OVER_LIMIT}
+		return nil
+	}
+	if ctx.Err() != nil { // the call's own deadline or cancellation
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return status.Errorf(codes.Unavailable, "envoy: descriptor %q could not be decided: %v", d.key, err)
+}
+
+// respond makes the response of ds: the statuses, the overall code, and
+// the RateLimit, RateLimit-Policy and Retry-After fields of
+// draft-ietf-httpapi-ratelimit-headers-11, as httplimit's middleware
+// writes them.
+func (s *Service) respond(ds []decision, now time.Time) *rlspb.RateLimitResponse {
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(ds))}
+	var pol, lim []byte
+	var retry int64
+	for i := range ds {
+		d := &ds[i]
+		resp.Statuses[i] = d.status
+		if d.status.Code == rlspb.RateLimitResponse_OVER_LIMIT {
+			resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+			retry = max(retry, d.status.GetDurationUntilReset().GetSeconds())
+		}
+		if d.lease.Limit() > 0 && d.name != "" {
+			pol, lim, _ = httplimit.AppendFields(pol, lim, d.name, d.cfg, 0, d.lease, now)
+		}
+	}
+	if len(pol) > 0 {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
+			&corepb.HeaderValue{Key: "RateLimit-Policy", Value: string(pol)},
+			&corepb.HeaderValue{Key: "RateLimit", Value: string(lim)})
+	}
+	if resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT && retry > 0 {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
+			&corepb.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(retry, 10)})
+	}
+	return resp
+}
+
+// refundKey gives lease, a grant of key by k, back to k's limiter of key
+// (a policy registry's Keyed has one: see ratelimit.Keyed and
+// control.Refund).
+func refundKey(ctx context.Context, k ratelimit.Keyed, key string, lease ratelimit.Lease, permits int) error {
+	f, ok := k.(interface {
+		For(string) ratelimit.Limiter
+	})
+	if !ok {
+		return fmt.Errorf("envoy: %T cannot refund: %w", k, errors.ErrUnsupported)
+	}
+	return control.Refund(ctx, f.For(key), lease, permits)
+}
+
+// overrideLimit is the fixed window of a request's limit override: one per
+// unit and requests per unit, keyed by domain and entries.
+type overrideLimit struct {
+	rpu   uint32
+	unit  rlspb.RateLimitResponse_RateLimit_Unit
+	cfg   fixedwindow.Config
+	name  string
+	reg   *policy.Registry // nil for 0 requests per unit
+	keyed ratelimit.Keyed
+}
+
+func (o *overrideLimit) close() error {
+	if o.reg == nil {
+		return nil
+	}
+	return o.reg.Close()
+}
+
+// override returns the limit of a request's override, made on first use.
+func (s *Service) override(l *rlcommon.RateLimitDescriptor_RateLimitOverride) (*overrideLimit, error) {
+	unit := rlspb.RateLimitResponse_RateLimit_Unit(l.GetUnit())
+	if unitLength(unit) == 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "limit override: unit %v is not a unit of time", l.GetUnit())
+	}
+	k := [2]uint32{l.GetRequestsPerUnit(), uint32(unit)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, status.Error(codes.Unavailable, "the service is closed")
+	}
+	if o := s.overrides[k]; o != nil {
+		return o, nil
+	}
+	if len(s.overrides) >= s.opts.MaxOverrides {
+		return nil, status.Errorf(codes.ResourceExhausted, "limit override: more than %d distinct overrides", s.opts.MaxOverrides)
+	}
+	o := &overrideLimit{rpu: k[0], unit: unit, cfg: fixedwindow.Config{Limit: int(k[0]), Window: unitLength(unit)},
+		name: fmt.Sprintf("envoy-override.%d-per-%s", k[0], unit)}
+	if o.rpu > 0 {
+		store := policy.NewMemoryStore()
+		ctx := context.Background()
+		if _, err := store.Create(ctx, policy.Policy{Name: o.name, Config: o.cfg, Key: KeyKind, Apps: []string{App}}, App); err != nil {
+			return nil, status.Errorf(codes.Internal, "limit override: %v", err)
+		}
+		reg, err := policy.NewRegistry(ctx, store, policy.Options{Backend: s.opts.Backend})
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "limit override: %v", err)
+		}
+		if _, ok := reg.Policy(o.name); !ok {
+			reg.Close()
+			return nil, status.Errorf(codes.Unavailable, "limit override: the limiters of %s could not be made", o.name)
+		}
+		o.reg, o.keyed = reg, reg.Keyed(o.name, App)
+	}
+	s.overrides[k] = o
+	return o, nil
+}
+
+// overrideKey is an override's counter key: the domain and the entries.
+func overrideKey(domain string, es []*rlcommon.RateLimitDescriptor_Entry) string {
+	return counterKey(append([]Entry{{Key: "domain", Value: domain}}, entries(es)...), nil, nil)
+}
