@@ -26,7 +26,7 @@ func TestReservationOverCapacity(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			if r, err := l.call(ctx, l.localNow(), opWait, 6, int64(-1)); err != nil || r.granted || r.extra != refusedQueueFull {
+			if r, err := l.call(ctx, l.localNow(), opWait, 6, int64(-1)); err != nil || r.granted || r.refusal != refusedQueueFull {
 				t.Fatalf("the script, asked to reserve 6 on a burst of 5: %+v, %v; want refused as the queue's", r, err)
 			}
 			if lease, err := l.reserve(ctx, 6, nil); !errors.Is(err, ratelimit.ErrExceedsLimit) {

@@ -337,7 +337,7 @@ func (l *Limiter) lease(r reply, p int64, n uint64, reason ratelimit.Reason) rat
 		}
 		return backend.Grant(&l.ext().held, d, n)
 	}
-	return backend.Grant(&l.params().infos[0], d, uint64(max(r.extra, 0)))
+	return backend.Grant(&l.params().infos[0], d, uint64(max(r.at, 0)))
 }
 
 // Reconfigure applies cfg, a config of the limiter's algorithm, to this

@@ -86,7 +86,7 @@ func (s *luaScript) call(keys []string, argc int) evalCall {
 // (token bucket: give back a cancelled reservation; its due instant and
 // prior), opRefund (rate algorithms: take back a grant; its instant),
 // opRelease and opRenew (concurrency: the holder's name). A refused
-// reservation's extra is refusedQueueFull or refusedDeadline.
+// reservation's reply says refusedQueueFull or refusedDeadline.
 const (
 	opAcquire = "a"
 	opWait    = "w"
@@ -113,12 +113,11 @@ type reply struct {
 	remaining  int64
 	retryAfter time.Duration // negative: unknown; for a reservation, its wait
 	resetAfter time.Duration
-	// extra: for a grant of a rate algorithm, the instant (us) it was
-	// counted at (a reservation's: its due instant); for a token-bucket
-	// Wait refused, 2 (queue full) or 3 (deadline); for concurrency, the
-	// result of a release or renewal.
-	extra int64
-	prior int64 // a reservation's: the due instant (us) of the one before it
+	// The script's fifth number is read by the outcome it tells of, into
+	// one of these fields (the others stay 0):
+	at      int64 // a rate grant's: the instant (us) it was counted at; a reservation's, its due instant
+	refusal int64 // a refused reservation's: refusedQueueFull or refusedDeadline
+	prior   int64 // a reservation's: the due instant (us) of the one before it
 }
 
 // localNow is this process's time: for IdleFor and sleeping, never for decisions.
@@ -266,7 +265,12 @@ func parseReply(v []interface{}) (reply, error) {
 			return reply{}, fmt.Errorf("redis: script reply %d has type %T", i, x)
 		}
 	}
-	r := reply{granted: n[0] == 1, remaining: n[1], retryAfter: -1, resetAfter: time.Duration(n[3]) * time.Microsecond, extra: n[4], prior: n[5]}
+	r := reply{granted: n[0] == 1, remaining: n[1], retryAfter: -1, resetAfter: time.Duration(n[3]) * time.Microsecond, prior: n[5]}
+	if r.granted {
+		r.at = n[4]
+	} else {
+		r.refusal = n[4]
+	}
 	if n[2] >= 0 {
 		r.retryAfter = time.Duration(n[2]) * time.Microsecond
 	}

@@ -118,7 +118,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64, span *waittrace.Span) (r
 		return ratelimit.Lease{}, err
 	}
 	if !r.granted {
-		switch r.extra {
+		switch r.refusal {
 		case refusedQueueFull:
 			return l.lease(r, p, 0, ratelimit.ReasonQueueFull), nil
 		case refusedDeadline:
@@ -134,7 +134,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64, span *waittrace.Span) (r
 	if err != nil || lease.Reason() == ratelimit.ReasonClosed {
 		// Give the reserved tokens back; the caller's ctx may be done.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.o.timeout, time.Second))
-		if _, err := l.call(rctx, l.localNow(), opCancel, p, r.extra, r.prior); err != nil {
+		if _, err := l.call(rctx, l.localNow(), opCancel, p, r.at, r.prior); err != nil {
 			l.failed(err)
 		}
 		cancel()
