@@ -66,11 +66,31 @@ type pipe struct {
 	timerAt time.Time               // when timer fires; zero when it is not set
 }
 
+// A job is what a pipe sends: one script decision on keys,
+// with the parameters its configuration shares (sent once in a batch for
+// the decisions of one configuration, shared) and its own arguments, and
+// the timeout that bounds it. A pipe knows nothing else of limiters.
+type job struct {
+	script  *luaScript
+	keys    []string      // the same slice for every decision on these keys
+	shared  any           // names the configuration params belongs to
+	params  []interface{} // the configuration's parameters, after the head
+	own     []interface{} // the decision's own arguments: a head, then its extra
+	timeout time.Duration // bounds the call from its start; zero for none
+}
+
+// lone is the script call of d alone: ARGV is its head, the parameters,
+// then its extra arguments.
+func (d *job) lone() evalCall {
+	c := d.script.call(d.keys, len(d.own)+len(d.params))
+	c.cmd = append(append(append(c.cmd, d.own[:headLen]...), d.params...), d.own[headLen:]...)
+	return c
+}
+
 type pending struct {
-	l        *Limiter
-	own      []interface{} // the decision's own arguments (see Limiter.own)
-	deadline time.Time     // the limiter's timeout from the call's start; zero for none
-	sent     bool          // taken from the queue; guarded by the pipe's mu
+	d        job
+	deadline time.Time // d's timeout from the call's start; zero for none
+	sent     bool      // taken from the queue; guarded by the pipe's mu
 
 	finished atomic.Bool // answered (finish); v and err are to be read once done is closed
 	v        []interface{}
@@ -133,13 +153,12 @@ func forgetPipe(k pipeKey) {
 	}
 }
 
-// do makes one of l's decisions, whose own arguments are own (see
-// Limiter.own), through the pipe, bounded by l's timeout from start (the
-// call's start on the system clock). A call whose ctx
-// ends (or whose timeout passes) while it is queued is dropped from the
-// queue, so it is never made; once sent, its answer is lost with the ctx,
-// as with a plain script call.
-func (b *pipe) do(ctx context.Context, l *Limiter, own []interface{}, start time.Time) ([]interface{}, error) {
+// do makes d through the pipe, bounded by its timeout from start
+// (the call's start on the system clock). A call whose ctx ends (or whose
+// timeout passes) while it is queued is dropped from the queue, so it is
+// never made; once sent, its answer is lost with the ctx, as with a plain
+// script call.
+func (b *pipe) do(ctx context.Context, d job, start time.Time) ([]interface{}, error) {
 	b.mu.Lock()
 	free := b.senders < maxSenders || len(b.queue) >= maxBatch*(b.senders-maxSenders+1)
 	if free {
@@ -147,13 +166,13 @@ func (b *pipe) do(ctx context.Context, l *Limiter, own []interface{}, start time
 	}
 	if free && len(b.queue) == 0 {
 		b.mu.Unlock()
-		ctx, cancel := l.bound(ctx)
+		ctx, cancel := bound(ctx, d.timeout)
 		defer cancel()
-		return l.run(ctx, l.lone(own), b.handOff)
+		return run(ctx, b.client, b.direct, d.lone(), b.handOff)
 	}
-	p := &pending{l: l, own: own, done: make(chan struct{})}
-	if l.o.timeout > 0 {
-		p.deadline = start.Add(l.o.timeout)
+	p := &pending{d: d, done: make(chan struct{})}
+	if d.timeout > 0 {
+		p.deadline = start.Add(d.timeout)
 		b.watch(p.deadline)
 	}
 	b.queue = append(b.queue, p)
@@ -393,7 +412,7 @@ func (b *pipe) send(ctx context.Context, batch []*pending) {
 	defer b.landed(batch)
 	if len(batch) == 1 {
 		p := batch[0]
-		p.finish(p.l.lone(p.own).run(ctx, p.l.client).Slice())
+		p.finish(p.d.lone().run(ctx, b.client).Slice())
 		return
 	}
 	calls := group(batch)
@@ -412,17 +431,18 @@ func (b *pipe) send(ctx context.Context, batch []*pending) {
 }
 
 // batchBounds returns the ctx a batch is sent on, bounded by the longest
-// timeout of its limiters, or by none when one of them has none (WithTimeout
-// of zero removes the bound: its call must not fail at another's timeout),
+// timeout of its decisions, or by none when one of them has none
+// (WithTimeout of zero removes the bound: its call must not fail at
+// another's timeout),
 // and hold, how long its sender waits for it at most: the longest timeout
 // (zero: none has one).
 func batchBounds(batch []*pending) (ctx context.Context, cancel context.CancelFunc, hold time.Duration) {
 	unbounded := false
 	for _, p := range batch {
-		if p.l.o.timeout <= 0 {
+		if p.d.timeout <= 0 {
 			unbounded = true
 		}
-		hold = max(hold, p.l.o.timeout)
+		hold = max(hold, p.d.timeout)
 	}
 	if unbounded || hold == 0 {
 		return context.Background(), func() {}, hold
@@ -432,33 +452,32 @@ func batchBounds(batch []*pending) (ctx context.Context, cancel context.CancelFu
 }
 
 // group makes the script calls of a batch, as batch.lua reads them: per
-// script, per shape (the limiters of one Factory share their parameters,
-// sent once), per limiter its keys and its decisions, each in the order of
+// script, per shared configuration (the decisions of one Factory's
+// limiters share their parameters, sent once: the first decision's), per
+// keys (a limiter's) those keys and their decisions, each in the order of
 // its first decision.
 func group(batch []*pending) []*scriptCall {
-	limiters, byLimiter := groupInOrder(batch, func(p *pending) *Limiter { return p.l })
-	shapes, byShape := groupInOrder(limiters, func(l *Limiter) *shape { return l.shape })
-	sps := make([]*params, len(shapes)) // one configuration for a shape's calls in the batch
+	onKeys, byKeys := groupInOrder(batch, func(p *pending) *string { return &p.d.keys[0] })
+	shared, byShared := groupInOrder(onKeys, func(k *string) any { return byKeys[k][0].d.shared })
 	var calls []*scriptCall
 	byScript := map[*luaScript]*scriptCall{}
-	for i, s := range shapes {
-		sps[i] = s.params()
-		c := byScript[s.script]
+	for _, sh := range shared {
+		first := &byKeys[byShared[sh][0]][0].d
+		c := byScript[first.script]
 		if c == nil {
-			c = &scriptCall{evalCall: evalCall{script: s.script}}
-			byScript[s.script] = c
+			c = &scriptCall{evalCall: evalCall{script: first.script}}
+			byScript[first.script] = c
 			calls = append(calls, c)
 		}
 		// The sizes of c's command and calls, each then allocated once:
 		// grown by appending, they cost a decision about 150 more bytes
 		// (BenchmarkRedisKeys in the bench module, B/decision, one key).
-		np := len(sps[i].args)
-		c.want.args += 2 + np
-		for _, l := range byShape[s] {
+		c.want.args += 2 + len(first.params)
+		for _, k := range byShared[sh] {
 			c.want.args += 2
-			c.want.keys += len(l.keys)
-			for _, p := range byLimiter[l] {
-				c.want.args += 1 + len(p.own)
+			c.want.keys += len(byKeys[k][0].d.keys)
+			for _, p := range byKeys[k] {
+				c.want.args += 1 + len(p.d.own)
 				c.want.calls++
 			}
 		}
@@ -470,21 +489,21 @@ func group(batch []*pending) []*scriptCall {
 		c.cmd = append(c.cmd[:3+c.want.keys], "batch", headLen)
 		c.calls = make([]*pending, 0, c.want.calls)
 	}
-	for i, s := range shapes {
-		c := byScript[s.script]
-		sp := sps[i]
-		np := len(sp.args)
-		c.cmd = append(append(c.cmd, np), sp.args...)
-		c.cmd = append(c.cmd, len(byShape[s]))
-		for _, l := range byShape[s] {
-			own := byLimiter[l]
-			for _, k := range l.keys {
-				c.cmd[3+c.placed] = k
+	for _, sh := range shared {
+		first := &byKeys[byShared[sh][0]][0].d
+		c := byScript[first.script]
+		c.cmd = append(append(c.cmd, len(first.params)), first.params...)
+		c.cmd = append(c.cmd, len(byShared[sh]))
+		for _, k := range byShared[sh] {
+			own := byKeys[k]
+			keys := own[0].d.keys
+			for _, key := range keys {
+				c.cmd[3+c.placed] = key
 				c.placed++
 			}
-			c.cmd = append(c.cmd, len(l.keys), len(own))
+			c.cmd = append(c.cmd, len(keys), len(own))
 			for _, p := range own {
-				c.cmd = append(append(c.cmd, len(p.own)), p.own...)
+				c.cmd = append(append(c.cmd, len(p.d.own)), p.d.own...)
 			}
 			c.calls = append(c.calls, own...)
 		}

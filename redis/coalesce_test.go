@@ -72,7 +72,7 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 					}
 					want = append(want, r)
 					b := batched[j]
-					batch = append(batch, &pending{l: b, own: b.own(now, opAcquire, p, b.tail(b.holderID())), done: make(chan struct{})})
+					batch = append(batch, &pending{d: b.job(b.own(now, opAcquire, p, b.tail(b.holderID()))), done: make(chan struct{})})
 					scripts[b.script] = true
 				}
 				if len(scripts) > 1 {
@@ -85,7 +85,7 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 					}
 					got, err := parseReply(p.v)
 					if err != nil || got != want[i] {
-						t.Fatalf("round %d, decision %d (%s): batched %+v (%v), one by one %+v", round, i, p.l.keys[0], got, err, want[i])
+						t.Fatalf("round %d, decision %d (%s): batched %+v (%v), one by one %+v", round, i, p.d.keys[0], got, err, want[i])
 					}
 					decisions++
 				}
@@ -142,7 +142,7 @@ func TestBatchKeepsArrivalOrder(t *testing.T) {
 				}
 				clock.Advance(100 * time.Millisecond)
 				newcomer := func() *pending {
-					return &pending{l: l, own: l.own(clock.Now(), opAcquire, 1, l.tail("")), done: make(chan struct{})}
+					return &pending{d: l.job(l.own(clock.Now(), opAcquire, 1, l.tail(""))), done: make(chan struct{})}
 				}
 				batch := []*pending{newcomer(), newcomer()}
 				l.pipe.send(ctx, batch)
@@ -177,7 +177,7 @@ func TestBatcherDropsCancelledCall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, err := b.do(ctx, l, l.own(clock.Now(), opAcquire, 1, nil), time.Now())
+		_, err := b.do(ctx, l.job(l.own(clock.Now(), opAcquire, 1, nil)), time.Now())
 		done <- err
 	}()
 	for queued := 0; queued == 0; {
@@ -224,7 +224,7 @@ func TestQueuedAndSentCallsExpire(t *testing.T) {
 	call := func(take func()) error {
 		done := make(chan error, 1)
 		go func() {
-			_, err := b.do(context.Background(), l, l.own(time.Now(), opAcquire, 1, nil), time.Now())
+			_, err := b.do(context.Background(), l.job(l.own(time.Now(), opAcquire, 1, nil)), time.Now())
 			done <- err
 		}()
 		for queue() == 0 {
@@ -258,7 +258,7 @@ func TestQueuedAndSentCallsExpire(t *testing.T) {
 	}
 	b.landed(stalled)
 
-	late := &pending{l: l, own: l.own(time.Now(), opAcquire, 1, nil), deadline: time.Now().Add(-time.Millisecond), done: make(chan struct{})}
+	late := &pending{d: l.job(l.own(time.Now(), opAcquire, 1, nil)), deadline: time.Now().Add(-time.Millisecond), done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, late)
 	b.mu.Unlock()
@@ -526,17 +526,17 @@ func TestBatchDecisionFailsAlone(t *testing.T) {
 				if l.release {
 					id = l.holderID()
 				}
-				return &pending{l: l, own: l.own(time.Now(), opAcquire, p, l.tail(id)), done: make(chan struct{})}
+				return &pending{d: l.job(l.own(time.Now(), opAcquire, p, l.tail(id))), done: make(chan struct{})}
 			}
 			batch := []*pending{decide(good, 3), decide(poisoned, 1), decide(window, 2), decide(good, 3), decide(poisonedWindow, 1), decide(window, 2)}
 			good.pipe.exec(batch)
 			for i, p := range batch {
-				failed := p.l == poisoned || p.l == poisonedWindow
+				failed := &p.d.keys[0] == &poisoned.keys[0] || &p.d.keys[0] == &poisonedWindow.keys[0]
 				if failed != (p.err != nil) || failed && !strings.Contains(p.err.Error(), "WRONGTYPE") {
-					t.Fatalf("decision %d (%s): %v", i, p.l.keys[0], p.err)
+					t.Fatalf("decision %d (%s): %v", i, p.d.keys[0], p.err)
 				}
 				if r, err := parseReply(p.v); !failed && (err != nil || !r.granted) {
-					t.Fatalf("decision %d (%s): %+v %v, want a grant", i, p.l.keys[0], r, err)
+					t.Fatalf("decision %d (%s): %+v %v, want a grant", i, p.d.keys[0], r, err)
 				}
 			}
 			for _, want := range []struct {
@@ -650,7 +650,7 @@ func TestBatchWithoutTimeoutIsNotCut(t *testing.T) {
 		}
 	}
 	decide := func(l *Limiter) *pending {
-		return &pending{l: l, own: l.own(time.Now(), opAcquire, 1, nil), done: make(chan struct{})}
+		return &pending{d: l.job(l.own(time.Now(), opAcquire, 1, nil)), done: make(chan struct{})}
 	}
 	batch := []*pending{decide(unbounded), decide(short)}
 	woken := pause(t, addr)
@@ -686,13 +686,13 @@ func TestFullBatchStartsASender(t *testing.T) {
 	b.mu.Lock()
 	b.senders = maxSenders // all busy
 	for i := range queued {
-		queued[i] = &pending{l: l, own: l.own(time.Now(), opAcquire, 1, nil), done: make(chan struct{})}
+		queued[i] = &pending{d: l.job(l.own(time.Now(), opAcquire, 1, nil)), done: make(chan struct{})}
 		b.queue = append(b.queue, queued[i])
 	}
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	v, err := b.do(ctx, l, l.own(time.Now(), opAcquire, 1, nil), time.Now())
+	v, err := b.do(ctx, l.job(l.own(time.Now(), opAcquire, 1, nil)), time.Now())
 	if r, perr := parseReply(v); err != nil || perr != nil || !r.granted {
 		t.Fatalf("the caller behind a full batch: %+v %v %v, want a grant", r, err, perr)
 	}
@@ -722,7 +722,7 @@ func BenchmarkBatchServerTime(b *testing.B) {
 	for _, n := range []int{1, 20, 60} {
 		var batch []*pending
 		for range n {
-			batch = append(batch, &pending{l: l, own: l.own(time.Now(), opAcquire, 1, nil)})
+			batch = append(batch, &pending{d: l.job(l.own(time.Now(), opAcquire, 1, nil))})
 		}
 		call := group(batch)[0]
 		if err := call.run(ctx, c).Err(); err != nil { // loads the script

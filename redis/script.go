@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // The scripts' parts: prelude.lua, one .lua file or two per algorithm
@@ -140,11 +141,11 @@ func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits 
 		if l.o.clock != nil {
 			start = time.Now()
 		}
-		v, err = l.pipe.do(ctx, l, own, start) // bounds the call by the timeout itself
+		v, err = l.pipe.do(ctx, l.job(own), start) // bounds the call by the timeout itself
 	} else {
 		ctx, cancel := l.bound(ctx)
 		defer cancel()
-		v, err = l.run(ctx, l.lone(own), nil)
+		v, err = run(ctx, l.client, l.direct, l.lone(own), nil)
 	}
 	if err != nil {
 		return reply{}, err
@@ -154,10 +155,15 @@ func (l *Limiter) call(ctx context.Context, local time.Time, op string, permits 
 
 // bound returns ctx bounded by the limiter's timeout (see WithTimeout).
 func (l *Limiter) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if l.o.timeout <= 0 {
+	return bound(ctx, l.o.timeout)
+}
+
+// bound returns ctx bounded by timeout; not bounded when it is zero.
+func bound(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, l.o.timeout)
+	return context.WithTimeout(ctx, timeout)
 }
 
 type result struct {
@@ -165,9 +171,10 @@ type result struct {
 	err error
 }
 
-// run makes one script call on ctx and returns its answer, or ctx's error
-// once ctx ends, whatever the client's options. When the client bounds a
-// call by its ctx's deadline (see honoursDeadlines) and ctx has one, or
+// run makes one script call on client, on ctx, and returns its answer, or
+// ctx's error once ctx ends, whatever the client's options. When the
+// client bounds a call by its ctx's deadline (direct: see
+// honoursDeadlines) and ctx has one, or
 // when ctx can never end, the call runs on the caller's goroutine: a
 // cancellation is then seen before the call leaves and when its answer
 // arrives, and the deadline bounds the wait. Otherwise it runs in a
@@ -177,10 +184,10 @@ type result struct {
 // (nil: nothing) runs once: when the call is answered, before the answer is
 // handed over, or when the caller stops waiting, if that comes first (a
 // stalled call holds nothing of the pipe's).
-func (l *Limiter) run(ctx context.Context, call evalCall, then func()) ([]interface{}, error) {
+func run(ctx context.Context, client goredis.UniversalClient, direct bool, call evalCall, then func()) ([]interface{}, error) {
 	_, deadline := ctx.Deadline()
-	if ctx.Done() == nil || (l.direct && deadline) {
-		v, err := call.run(ctx, l.client).Slice()
+	if ctx.Done() == nil || (direct && deadline) {
+		v, err := call.run(ctx, client).Slice()
 		if then != nil {
 			then()
 		}
@@ -194,7 +201,7 @@ func (l *Limiter) run(ctx context.Context, call evalCall, then func()) ([]interf
 	}
 	ch := make(chan result, 1)
 	go func() {
-		v, err := call.run(ctx, l.client).Slice()
+		v, err := call.run(ctx, client).Slice()
 		if then != nil {
 			then()
 		}
@@ -234,14 +241,17 @@ func (l *Limiter) own(local time.Time, op string, permits int64, extra []interfa
 	return append(append(out, timed...), extra...)
 }
 
+// job is the decision of the limiter whose own arguments are own, as a
+// pipe sends it.
+func (l *Limiter) job(own []interface{}) job {
+	return job{script: l.script, keys: l.keys, shared: l.shape, params: l.params().args, own: own, timeout: l.o.timeout}
+}
+
 // lone is the script call of one decision of the limiter, whose own
-// arguments are own: ARGV is its head, the parameters, then its extra
-// arguments.
+// arguments are own (see decision.lone).
 func (l *Limiter) lone(own []interface{}) evalCall {
-	pa := l.params().args
-	c := l.script.call(l.keys, len(own)+len(pa))
-	c.cmd = append(append(append(c.cmd, own[:headLen]...), pa...), own[headLen:]...)
-	return c
+	d := l.job(own)
+	return d.lone()
 }
 
 // headLen is the number of arguments of a decision's head.

@@ -251,7 +251,7 @@ func TestSenderHonoursItsOwnCtx(t *testing.T) {
 	b := l.pipe
 	// Another caller's decision waits in the queue, a batch is in flight
 	// (pretended), and one sender's place is free.
-	other := &pending{l: l, own: l.own(l.localNow(), opAcquire, 1, nil), done: make(chan struct{})}
+	other := &pending{d: l.job(l.own(l.localNow(), opAcquire, 1, nil)), done: make(chan struct{})}
 	b.mu.Lock()
 	b.senders = maxSenders - 1
 	b.queue = append(b.queue, other)
