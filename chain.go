@@ -54,9 +54,9 @@ type chain struct {
 // tries the whole chain again with that member's grant in hand, until ctx
 // is done. (A member whose Wait refuses for its limit without waiting, a
 // limiter of one's own, is waited for: the chain sleeps until its
-// RetryAfter on the system clock.) Wait(ctx, 0) so waits until every member has at least one
-// permit, and takes nothing. The Waits it makes of its members are told to
-// ctx's waittrace hooks as the chain's one Wait.
+// RetryAfter on the system clock.) Wait(ctx, 0) so waits until every
+// member has at least one permit, and takes nothing. The Waits it makes of
+// its members are told to ctx's waittrace hooks as the chain's one Wait.
 //
 // A chain refunds its own grants (Refund), reports the error a call would
 // return (CheckPermits) and is idle when every member is (IdleFor). Its
