@@ -1,9 +1,10 @@
 // Package control reaches the optional capabilities of a limiter through
 // the wrappers around it, as net/http.ResponseController reaches those of
-// a ResponseWriter: a refund, a reset, a new configuration, a snapshot.
+// a ResponseWriter: a refund, a settlement of a reserved cost, a reset, a
+// new configuration, a snapshot.
 //
-// A limiter offers a capability by its method (Refund, Reset, Reconfigure,
-// Stats, with the signatures below). A wrapper (a metrics recorder, a
+// A limiter offers a capability by its method (Refund, Settle, Reset,
+// Reconfigure, Stats, with the signatures below). A wrapper (a metrics recorder, a
 // shadow limit, one's own) implements Unwrap() ratelimit.Limiter and so
 // offers every capability of what it wraps without forwarding it; it
 // implements a capability itself only where its meaning changes (a Chain's
@@ -12,7 +13,9 @@
 // it returns an error wrapping errors.ErrUnsupported.
 //
 // The memory and redis limiters and their Factories' limiters have all
-// four; a Chain refunds (it holds several limiters and unwraps to none).
+// five (a concurrency limit's Settle refuses: it has no cost to settle); a
+// Chain refunds and settles (it holds several limiters and unwraps to
+// none). Reserve and ReserveWait make the grants that Settle settles.
 package control
 
 import (

@@ -122,7 +122,7 @@ func (m *model) Step(s state, now, permits int64) (state, backend.Decision) {
 	} else {
 		d.RetryAfter = time.Duration(end - now)
 	}
-	d.Remaining = m.limit - cur.Count
+	d.Remaining = max(m.limit-cur.Count, 0) // over the limit after a charge
 	if cur.Count == 0 {
 		d.ResetAfter = 0
 	}
@@ -148,7 +148,17 @@ func (m *model) Refund(s state, now, at, permits int64) state {
 	return s
 }
 
-// Available is the number of permits left in the current window.
+// Charge counts permits in now's window without refusing (a settlement's
+// excess), over the limit if need be: requests are then refused until the
+// window ends, as when it is full. The count stops at check.MaxLimit.
+func (m *model) Charge(s state, now, permits int64) state {
+	s = m.at(s, now)
+	s.Count += min(permits, max(check.MaxLimit-s.Count, 0))
+	return s
+}
+
+// Available is the number of permits left in the current window (negative
+// when a charge took it over its limit).
 func (m *model) Available(s state, now int64) int64 { return m.limit - m.at(s, now).Count }
 
 // InitialAt is the instant from which s, left alone, is an empty window.
@@ -159,9 +169,9 @@ func (m *model) InitialAt(s state) int64 {
 	return check.Add(s.Start, m.window)
 }
 
-// Caps: grants can be refunded, and the count carries over a
+// Caps: grants can be refunded and settled, and the count carries over a
 // reconfiguration.
-func (m *model) Caps() engine.Caps { return engine.Refunds | engine.Holds }
+func (m *model) Caps() engine.Caps { return engine.Refunds | engine.Holds | engine.Charges }
 
 func init() {
 	algo.Register(&algo.Algorithm[Config, state]{
@@ -175,7 +185,7 @@ func init() {
 			if err != nil {
 				return algo.Redis{}, err
 			}
-			return algo.Redis{Lua: []string{"fixedwindow"}, Suffixes: []string{":fw"}, Args: []any{c.Limit, w}}, nil
+			return algo.Redis{Lua: []string{"fixedwindow"}, Suffixes: []string{":fw"}, Settles: true, Args: []any{c.Limit, w}}, nil
 		},
 		Window: func(c Config) time.Duration { return c.Window },
 		Params: []algo.Param[Config]{

@@ -72,6 +72,7 @@ func simOf(m *model) modeltest.Sim[state] {
 		GrantEnd:  func(at int64) int64 { return check.FloorStart(at, m.window) + m.window },
 		Far:       check.Far,
 		Refund:    m.Refund,
+		Charge:    m.Charge,
 		Made:      m.Made,
 	}
 }
@@ -173,5 +174,14 @@ func TestRefundNeverExceedsBound(t *testing.T) {
 		m := mustModel(t, c)
 		// A refund in a call's place, at the newest instant decided.
 		modeltest.CheckRefundsKeepBound(t, simOf(m), gap, m.window, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })
+	})
+}
+
+// TestCharges: a state over its limit (settlements' charges among the
+// requests) keeps RetryAfter and InitialAt exact.
+func TestCharges(t *testing.T) {
+	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
+		m := mustModel(t, c)
+		modeltest.CheckCharges(t, simOf(m), gap, m.window)
 	})
 }

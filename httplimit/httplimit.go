@@ -144,6 +144,12 @@ type Options struct {
 	// until the quota is fully reset), of the policy with the least
 	// remaining quota.
 	LegacyHeaders bool
+	// Cost, when set, is what a request reserves of the limiter: an
+	// estimate of its cost in permits (the tokens a language model may
+	// use, the bytes of a transfer), where each request takes 1 without
+	// it. The handler settles the actual cost, once it knows it, with
+	// Settle on the request's context. See Settle.
+	Cost func(*http.Request) int
 }
 
 // Policy is a named limit for Routes: its own limiter, key, and the
@@ -154,6 +160,7 @@ type Policy struct {
 	Key     KeyFunc
 	Window  time.Duration
 	Config  ratelimit.Config
+	Cost    func(*http.Request) int // a reservation per request, settled by the handler (see Options.Cost)
 }
 
 // Route applies Policy to the requests that match Pattern, a
@@ -195,6 +202,7 @@ type policy struct {
 	cfg    ratelimit.Config
 	w      time.Duration // the w of cfg and window
 	live   Configured    // l, when it reports its configuration
+	cost   func(*http.Request) int
 }
 
 // figures returns the configuration of p's limiters now, and the w of its
@@ -233,7 +241,7 @@ func newPolicy(p Policy, defaultKey KeyFunc) (policy, error) {
 	}
 	live, _ := p.Limiter.(Configured)
 	return policy{name: sfString(p.Name), l: p.Limiter, key: p.Key, window: p.Window, cfg: p.Config,
-		w: policyWindow(p.Config, p.Window), live: live}, nil
+		w: policyWindow(p.Config, p.Window), live: live, cost: p.Cost}, nil
 }
 
 // routeIndex is the marker handler of route i in the routing mux.
@@ -310,14 +318,19 @@ func (rt *router) route(r *http.Request) []policy {
 // memory or redis limiters), and otherwise leaves it spent. A concurrency
 // limiter's lease is released
 // when the handler returns, even if it panics. A limiter that cannot
-// decide (a closed limiter, a failing backend) answers 503.
+// decide (a closed limiter, a failing backend) answers 503; a request
+// whose Cost exceeds a policy's capacity (it could never be granted)
+// answers 413 Content Too Large, and a negative Cost 500.
 //
 // Every response carries the fields of draft-ietf-httpapi-ratelimit-headers-11,
 // one list member per policy that decided the request (the route's, then
 // l's), a calendar quota's t being the time to its period's end: RateLimit-Policy ("name";q=limit;w=window) and RateLimit
 // ("name";r=remaining;t=seconds), where t is the effective window: the
 // time until the available quota next grows (the next token of a bucket,
-// the end of a fixed window), rounded up. On a refusal t is the lease's
+// the end of a fixed window), rounded up. With a Cost, a request reserves
+// its estimate, and the handler settles its actual cost (Settle): the
+// request's RateLimit members show the reservation's figures, the next
+// request's the settled ones. On a refusal t is the lease's
 // RetryAfter, and Retry-After is the same figure, so it never points
 // earlier than the end of t. On a grant t needs the policy's Config: see
 // Options.Config. A concurrency policy has qu="concurrent-requests" and no t.
@@ -356,7 +369,7 @@ func Middleware(l ratelimit.Keyed, o Options) (func(http.Handler) http.Handler, 
 	}
 	var global *policy
 	if !check.IsNil(l) {
-		p, err := newPolicy(Policy{Name: o.Policy, Limiter: l, Key: o.Key, Window: o.Window, Config: o.Config}, o.Key)
+		p, err := newPolicy(Policy{Name: o.Policy, Limiter: l, Key: o.Key, Window: o.Window, Config: o.Config, Cost: o.Cost}, o.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -414,7 +427,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			refund(r.Context(), leases) // the route's grant: nothing is spent for a refused request
 		}
 		if err != nil {
-			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+			failed(w, p, err)
 			return
 		}
 		leases = append(leases, decided{p, key, lease})
@@ -435,7 +448,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.o.OnRejected(w, r, last)
 		return
 	}
-	next.ServeHTTP(w, r)
+	next.ServeHTTP(w, withSettlement(r, leases))
 }
 
 // refund gives back the grants of ds, of a request a later policy
@@ -451,7 +464,11 @@ func refund(ctx context.Context, ds []decided) {
 		f, ok := d.p.l.(interface {
 			For(string) ratelimit.Limiter
 		})
-		if !ok || !d.lease.Acquired() || control.Refund(ctx, f.For(d.key), d.lease, 1) != nil {
+		grant, permits := d.lease, 1
+		if g, n, reserved := d.lease.Reservation(); reserved {
+			grant, permits = g, n
+		}
+		if !ok || !grant.Acquired() || control.Refund(ctx, f.For(d.key), grant, permits) != nil {
 			continue
 		}
 		d.lease.Release() // a concurrency grant: already given back; once only
@@ -461,15 +478,27 @@ func refund(ctx context.Context, ds []decided) {
 	}
 }
 
+// acquire takes a request's permits of p for key: 1, or its Cost, which
+// the grant reserves (a lease to settle).
 func (m *middleware) acquire(r *http.Request, p *policy, key string) (ratelimit.Lease, error) {
-	if m.o.MaxWait <= 0 {
-		return p.l.Acquire(r.Context(), key, 1)
+	permits := 1
+	if p.cost != nil {
+		permits = p.cost(r)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), m.o.MaxWait)
-	lease, err := p.l.Wait(ctx, key, 1)
-	cancel()
-	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
-		err = nil // waited MaxWait: a refusal
+	var lease ratelimit.Lease
+	var err error
+	if m.o.MaxWait <= 0 {
+		lease, err = p.l.Acquire(r.Context(), key, permits)
+	} else {
+		ctx, cancel := context.WithTimeout(r.Context(), m.o.MaxWait)
+		lease, err = p.l.Wait(ctx, key, permits)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+			err = nil // waited MaxWait: a refusal
+		}
+	}
+	if p.cost != nil && err == nil {
+		lease = lease.Reserve(permits)
 	}
 	return lease, err
 }

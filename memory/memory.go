@@ -23,8 +23,8 @@ import (
 )
 
 // Limiter is an in-memory limiter. Besides ratelimit.Limiter it has the
-// capabilities package control reaches (Refund, Reset, Reconfigure,
-// Stats), reports how long it has been idle, tells the Waits that queue to
+// capabilities package control reaches (Refund, Settle, Reset,
+// Reconfigure, Stats), reports how long it has been idle, tells the Waits that queue to
 // their ctx's waittrace hooks, and can be closed.
 type Limiter interface {
 	ratelimit.Limiter
@@ -36,6 +36,15 @@ type Limiter interface {
 	// (ratelimit.ErrNilContext) and is not read otherwise: nothing here
 	// waits, and a done ctx still gives the permits back.
 	Refund(ctx context.Context, lease ratelimit.Lease, permits int) error
+	// Settle settles lease, a reservation of a grant of this limiter
+	// (control.Reserve), at the actual cost, as control.Settle says: what
+	// was reserved beyond it comes back as Refund gives it back, what
+	// exceeds it is charged at once (a token bucket in debt, a window over
+	// its limit). Stats' Granted is unchanged. A concurrency limiter has
+	// nothing to settle (errors.ErrUnsupported). The limiters of a Factory
+	// take each other's grants as their own, as for Refund. ctx must not be
+	// nil and is not read otherwise.
+	Settle(ctx context.Context, lease ratelimit.Lease, actual int) error
 	// CheckPermits reports the error Acquire and Wait return for permits
 	// whatever the state (a Chain asks it first): a negative permits, or
 	// more than the capacity of the configuration in force.

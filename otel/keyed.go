@@ -48,14 +48,19 @@ func (k *Keyed) Wait(ctx context.Context, key string, permits int) (ratelimit.Le
 }
 
 // For is the keyed limiter's limiter of key, when it has one (see
-// ratelimit.Keyed): through it package control reaches the key's
-// capabilities (a Refund, not recorded, so that a request that a later
-// policy refuses spends nothing of it). It is nil otherwise.
+// ratelimit.Keyed), recorded on the Recorder: its Acquire and Wait as
+// Keyed's, its settlements (control.Settle) in ratelimit.settled_permits.
+// It unwraps to the keyed limiter's own, through which package control
+// reaches the key's other capabilities (a Refund, not recorded, so that a
+// request that a later policy refuses spends nothing of it). It is nil
+// otherwise.
 func (k *Keyed) For(key string) ratelimit.Limiter {
 	if f, ok := k.k.(interface {
 		For(string) ratelimit.Limiter
 	}); ok {
-		return f.For(key)
+		if l := f.For(key); l != nil {
+			return keyLimiter{l, k.r}
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 // Package otel records what limitkit's limiters decide as OpenTelemetry
 // metrics: requests by result and reason, permits granted and available,
-// waiters queued and their time in the queue, concurrency leases held and for how long, and the
+// permits that settlements gave back or charged, waiters queued and their
+// time in the queue, concurrency leases held and for how long, and the
 // latency and failures of a Redis backend. Every instrument, its unit and its
 // attributes are listed in the module's README.
 //
@@ -60,6 +61,7 @@ const (
 	BackendDurationName = "ratelimit.backend.duration"       // histogram, s: duration of Redis calls
 	BackendFailuresName = "ratelimit.backend.failures"       // counter, {failure}: calls the backend could not answer
 	AvailableName       = "ratelimit.available_permits"      // gauge, {permit}: permits available now
+	SettledName         = "ratelimit.settled_permits"        // counter, {permit}: permits settlements gave back or charged
 )
 
 // The attributes' keys.
@@ -72,6 +74,7 @@ const (
 	ReasonKey        = attribute.Key("ratelimit.reason")         // of a refusal: see ReasonName
 	ErrorTypeKey     = attribute.Key("error.type")               // of an error: see ErrorType
 	FailurePolicyKey = attribute.Key("ratelimit.failure_policy") // Redis only: error, open, closed, fallback
+	SettlementKey    = attribute.Key("ratelimit.settlement")     // of ratelimit.settled_permits: returned, charged
 )
 
 // Limits of the histograms' buckets, in seconds: from 50µs (a Redis round
@@ -261,7 +264,8 @@ type Recorder struct {
 	queued   atomic.Int64
 	held     atomic.Int64
 	failures atomic.Int64
-	hooked   atomic.Bool // CountRedisFailures was called: failures are counted through it only
+	settled  [2]atomic.Int64 // permits settlements returned, charged
+	hooked   atomic.Bool     // CountRedisFailures was called: failures are counted through it only
 
 	timed  bool // time the calls (Redis backend)
 	leases bool // track the leases (concurrency)
@@ -269,7 +273,8 @@ type Recorder struct {
 	// Attribute sets, built once.
 	sets       [nOutcomes]attribute.Set // base + result (+ reason or error.type)
 	base       attribute.Set
-	backendSet attribute.Set // base (+ failure policy)
+	backendSet attribute.Set    // base (+ failure policy)
+	settleSets [2]attribute.Set // base + settlement (returned, charged)
 
 	// Options of the histograms' Record calls, built once, so that
 	// recording allocates nothing.
@@ -287,6 +292,7 @@ type Recorder struct {
 	heldObs      metric.Int64ObservableUpDownCounter
 	failuresObs  metric.Int64ObservableCounter
 	availableObs metric.Int64ObservableGauge
+	settledObs   metric.Int64ObservableCounter
 	stats        func() ratelimit.Stats // the limiter New wrapped, when it reports Stats in memory
 	hooks        *waittrace.Hooks       // the Waits' queue instruments
 	registration metric.Registration
@@ -352,6 +358,7 @@ func newRecorder(o *options) (*Recorder, error) {
 		r.backendOpts[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(bs...))}
 	}
 	r.leaseOpts = []metric.RecordOption{metric.WithAttributeSet(r.base)}
+	r.settleSets = [2]attribute.Set{with(SettlementKey.String("returned")), with(SettlementKey.String("charged"))}
 
 	m := o.mp.Meter(ScopeName)
 	var err error
@@ -373,6 +380,9 @@ func newRecorder(o *options) (*Recorder, error) {
 	r.heldObs, err = m.Int64ObservableUpDownCounter(ActiveLeasesName, metric.WithUnit("{lease}"),
 		metric.WithDescription("Concurrency leases granted and not yet released."))
 	keep(err)
+	r.settledObs, err = m.Int64ObservableCounter(SettledName, metric.WithUnit("{permit}"),
+		metric.WithDescription("Permits that settlements of reservations (control.Settle) gave back (settlement returned: reserved beyond the actual cost) or charged (settlement charged: the actual cost beyond the reservation)."))
+	keep(err)
 	r.failuresObs, err = m.Int64ObservableCounter(BackendFailuresName, metric.WithUnit("{failure}"),
 		metric.WithDescription("Calls the backend could not answer: every failed Redis call with Recorder.CountRedisFailures, else errors wrapping redis.ErrUnavailable and refusals with reason unavailable."))
 	keep(err)
@@ -385,7 +395,7 @@ func newRecorder(o *options) (*Recorder, error) {
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	keep(err)
 	r.backendDuration, err = m.Float64Histogram(BackendDurationName, metric.WithUnit("s"),
-		metric.WithDescription("Duration of calls to a Redis limiter's Acquire and Refund (one script round trip, or the failure policy's answer), by result."),
+		metric.WithDescription("Duration of calls to a Redis limiter's Acquire, Refund and Settle (one script round trip, or the failure policy's answer), by result."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	keep(err)
 	if len(errs) > 0 {
@@ -397,7 +407,7 @@ func newRecorder(o *options) (*Recorder, error) {
 		return nil, fmt.Errorf("otel: making instruments: %w", err)
 	}
 	r.stats = o.stats
-	r.registration, err = m.RegisterCallback(r.observe, r.requests, r.permitsObs, r.queuedObs, r.heldObs, r.failuresObs, r.availableObs)
+	r.registration, err = m.RegisterCallback(r.observe, r.requests, r.permitsObs, r.queuedObs, r.heldObs, r.failuresObs, r.availableObs, r.settledObs)
 	if err != nil {
 		return nil, fmt.Errorf("otel: registering the callback: %w", err)
 	}
@@ -422,7 +432,21 @@ func (r *Recorder) observe(_ context.Context, o metric.Observer) error {
 	if r.stats != nil {
 		o.ObserveInt64(r.availableObs, r.stats().Available, metric.WithAttributeSet(r.base))
 	}
+	for i := range r.settled {
+		if n := r.settled[i].Load(); n != 0 {
+			o.ObserveInt64(r.settledObs, n, metric.WithAttributeSet(r.settleSets[i]))
+		}
+	}
 	return nil
+}
+
+// settle counts a settlement at actual permits of a reservation of n.
+func (r *Recorder) settle(n, actual int) {
+	if actual < n {
+		r.settled[0].Add(int64(n - actual))
+	} else if actual > n {
+		r.settled[1].Add(int64(actual - n))
+	}
 }
 
 // Close unregisters the Recorder's callback: its counters are no longer

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	limitotel "github.com/limitkit/ratelimit/otel"
 	"github.com/limitkit/ratelimit/redis"
@@ -26,6 +27,7 @@ var prometheusNames = []string{
 	"ratelimit_backend_duration_seconds_bucket",
 	"ratelimit_backend_failures_total",
 	"ratelimit_available_permits",
+	"ratelimit_settled_permits_total",
 }
 
 // The handler of NewPrometheus serves every instrument under its
@@ -61,6 +63,12 @@ func TestPrometheus(t *testing.T) {
 	}
 	rl := mustNew(t, r, limitotel.WithMeterProvider(mp), limitotel.WithPolicy("fleet"), limitotel.WithFailurePolicy(redis.FailClosed))
 	rl.Acquire(ctx, 1)
+	// A settlement: 5 reserved, 2 used.
+	tc := fixedwindow.Config{Limit: 10, Window: time.Hour}
+	tl := mustNew(t, mustMemory(t, tc, newClock()), limitotel.WithMeterProvider(mp), limitotel.WithPolicy("tokens"), limitotel.WithConfig(tc))
+	if lease, err := control.Reserve(ctx, tl, 5); err != nil || control.Settle(ctx, tl, lease, 2) != nil {
+		t.Fatalf("Reserve(5): %v, %v", lease, err)
+	}
 
 	w := httptest.NewRecorder()
 	handler.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
@@ -74,6 +82,7 @@ func TestPrometheus(t *testing.T) {
 	for _, series := range []string{
 		`ratelimit_requests_total{otel_scope_name="github.com/limitkit/ratelimit/otel",otel_scope_schema_url="",otel_scope_version="",ratelimit_algorithm="fixedwindow",ratelimit_backend="memory",ratelimit_mode="enforce",ratelimit_policy="api",ratelimit_reason="limit",ratelimit_result="refused"} 1`,
 		`ratelimit_backend_failures_total{otel_scope_name="github.com/limitkit/ratelimit/otel",otel_scope_schema_url="",otel_scope_version="",ratelimit_algorithm="unknown",ratelimit_backend="redis",ratelimit_failure_policy="closed",ratelimit_mode="enforce",ratelimit_policy="fleet"} 1`,
+		`ratelimit_settled_permits_total{otel_scope_name="github.com/limitkit/ratelimit/otel",otel_scope_schema_url="",otel_scope_version="",ratelimit_algorithm="fixedwindow",ratelimit_backend="memory",ratelimit_mode="enforce",ratelimit_policy="tokens",ratelimit_settlement="returned"} 3`,
 	} {
 		if !strings.Contains(text, series) {
 			t.Errorf("no series %s", series)

@@ -16,7 +16,8 @@ import (
 
 // For returns the plain ratelimit.Limiter of one key, for Chain or for
 // code written against the interface. It refunds (see Refund), so a Chain
-// of it and a global limit is all or nothing, and resets (see Reset).
+// of it and a global limit is all or nothing, settles (see Settle), and
+// resets (see Reset).
 func (l *Limiter) For(key string) ratelimit.Limiter { return bound{l, key} }
 
 type bound struct {

@@ -454,8 +454,8 @@ type keyed struct {
 // middleware's RateLimit fields follow the policy's live changes), and
 // its For(key) is key's limiter under the policy, which refunds a grant
 // (control.Refund: a route's grant that the global limit refused is not
-// spent; a grant of a limiter since replaced gives nothing back) and
-// resets.
+// spent; a grant of a limiter since replaced gives nothing back), settles
+// a reservation (control.Settle) and resets.
 func (r *Registry) Keyed(name, app string) ratelimit.Keyed { return keyed{r, name, app} }
 
 // Acquire is the registry's Acquire for k's policy and application.

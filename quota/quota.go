@@ -202,7 +202,7 @@ func (m *model) Step(s state, now, permits int64) (state, backend.Decision) {
 	} else {
 		d.RetryAfter = time.Duration(cur.End - now)
 	}
-	d.Remaining = m.limit - cur.Count
+	d.Remaining = max(m.limit-cur.Count, 0) // over the limit after a charge
 	if cur.Count == 0 {
 		d.ResetAfter = 0
 	}
@@ -223,7 +223,17 @@ func (m *model) Refund(s state, now, at, permits int64) state {
 	return s
 }
 
-// Available is the number of permits left in the current period.
+// Charge counts permits in now's period without refusing (a settlement's
+// excess), over the limit if need be: requests are then refused until the
+// period ends, as when it is used up. The count stops at check.MaxLimit.
+func (m *model) Charge(s state, now, permits int64) state {
+	s = m.at(s, now)
+	s.Count += min(permits, max(check.MaxLimit-s.Count, 0))
+	return s
+}
+
+// Available is the number of permits left in the current period (negative
+// when a charge took it over its limit).
 func (m *model) Available(s state, now int64) int64 { return m.limit - m.at(s, now).Count }
 
 // InitialAt is the instant from which s, left alone, is an empty period.
@@ -234,9 +244,9 @@ func (m *model) InitialAt(s state) int64 {
 	return s.End
 }
 
-// Caps: grants can be refunded, and the count carries over a
+// Caps: grants can be refunded and settled, and the count carries over a
 // reconfiguration.
-func (m *model) Caps() engine.Caps { return engine.Refunds | engine.Holds }
+func (m *model) Caps() engine.Caps { return engine.Refunds | engine.Holds | engine.Charges }
 
 // nominal is the w of a period in the RateLimit-Policy header field: its
 // usual length (a month's is 30 days, a year's 365), which the real one
@@ -283,7 +293,7 @@ func init() {
 			if err != nil {
 				return algo.Redis{}, err
 			}
-			return algo.Redis{Lua: []string{"quota"}, Suffixes: []string{":qt"}, Args: []any{c.Limit},
+			return algo.Redis{Lua: []string{"quota"}, Suffixes: []string{":qt"}, Settles: true, Args: []any{c.Limit},
 				PerCall: func(local time.Time) []any { return cal.at(local.UnixNano()).args }}, nil
 		},
 		Window: func(c Config) time.Duration { return nominal[c.Period] },

@@ -1,7 +1,8 @@
 -- Fixed window. K[1]: "start count window" (window, the length in us the
 -- state was counted under, is missing in states written before it was
 -- recorded: the current one). ARGV: now, permits, op (OP_ACQUIRE, OP_REFUND:
--- refund a grant), limit, window (us), then for OP_REFUND the grant's instant. A
+-- refund a grant, OP_CHARGE: count permits without refusing), limit,
+-- window (us), then for OP_REFUND the grant's instant. A
 -- grant's instant (the reply's extra) is one of the window it was counted
 -- in: an instant older than the state's window counts in the state's
 -- window, as in fixedwindow's model.
@@ -30,7 +31,12 @@ local function decide(K, ARGV)
       moved = true
     end
     if moved then save() end
-    return reply(true, limit - count, -1, count > 0 and wend - now or 0)
+    return reply(true, max(limit - count, 0), -1, count > 0 and wend - now or 0)
+  end
+  if op == OP_CHARGE then -- count p without refusing, over the limit if need be (fixedwindow's model.Charge)
+    count = count + min(p, max(MAX_COUNT - count, 0))
+    save()
+    return reply(true, max(limit - count, 0), -1, count > 0 and wend - now or 0)
   end
   local granted = max(p, 1) <= limit - count -- exact, up to 2^53
   if granted and p > 0 then
@@ -40,6 +46,6 @@ local function decide(K, ARGV)
   if moved then save() end
   local reset = 0
   if count > 0 then reset = wend - now end
-  if granted then return reply(true, limit - count, -1, reset, max(NOW, start)) end
-  return reply(false, limit - count, wend - now, reset)
+  if granted then return reply(true, max(limit - count, 0), -1, reset, max(NOW, start)) end
+  return reply(false, max(limit - count, 0), wend - now, reset)
 end

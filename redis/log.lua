@@ -64,7 +64,8 @@ end
 -- Decides permits p at now on a log whose entries leave the window w
 -- (us) after their instant; seg > 0: instants are starts of segments of
 -- length seg. OP_ACQUIRE acquires; OP_REFUND takes back p permits granted at the
--- instant arg (a grant's reply extra: the instant it was recorded at).
+-- instant arg (a grant's reply extra: the instant it was recorded at);
+-- OP_CHARGE records p permits without refusing, over the limit if need be.
 local function log_decide(K, now, p, op, limit, w, seg, arg)
   local log, meta = K[1], K[2]
   local n = redis.call('LLEN', log)
@@ -161,8 +162,24 @@ local function log_decide(K, now, p, op, limit, w, seg, arg)
   local total = 0
   if n > 0 then total = upto(cn, true) end
 
+  -- Records q permits at at: in the newest entry when it is at at.
+  local function push(q)
+    if n > 0 and tn == at then
+      cn = plus(cn, q)
+      redis.call('LSET', log, -1, format('%d %d', at, cn))
+    else
+      cn = plus(n > 0 and cn or base, q)
+      redis.call('RPUSH', log, format('%d %d', at, cn))
+      n, tn = n + 1, at
+    end
+    total, dirty = total + q, true
+  end
+
   local granted, retry = true, -1
-  if op == OP_REFUND then -- take back a grant, from the entry it was recorded in
+  if op == OP_CHARGE then -- record p without refusing, the total at most MAX_COUNT (timelog's Charge)
+    local q = min(p, max(MAX_COUNT - total, 0))
+    if q > 0 then push(q) end
+  elseif op == OP_REFUND then -- take back a grant, from the entry it was recorded in
     local i = search(0, n, function(i) return entry(i) >= arg end)
     -- An entry at another instant than the grant's is another grant's.
     if i < n and n - i <= MAX_REWRITE and entry(i) == arg then
@@ -206,15 +223,7 @@ local function log_decide(K, now, p, op, limit, w, seg, arg)
       end)
       retry = entry(i) + w - now
     elseif p > 0 then
-      if n > 0 and tn == at then
-        cn = plus(cn, p)
-        redis.call('LSET', log, -1, format('%d %d', at, cn))
-      else
-        cn = plus(n > 0 and cn or base, p)
-        redis.call('RPUSH', log, format('%d %d', at, cn))
-        n, tn = n + 1, at
-      end
-      total, dirty = total + p, true
+      push(p)
     end
   end
 
@@ -231,5 +240,5 @@ local function log_decide(K, now, p, op, limit, w, seg, arg)
       redis.call('PEXPIREAT', log, ms)
     end
   end
-  return reply(granted, limit - total, retry, reset, granted and at or 0)
+  return reply(granted, max(limit - total, 0), retry, reset, granted and at or 0)
 end

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/internal/conformance"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
@@ -26,8 +28,10 @@ func ceilMicro(d time.Duration) time.Duration {
 }
 
 // parity runs the same random arrival sequences against memory and redis
-// (time pinned to the same fake clock) and requires identical leases, to
-// the microsecond. The
+// (time pinned to the same fake clock), a third of them reservations
+// settled later at a random cost (giving back, or charging up to twice the
+// limit beyond them), and requires identical leases, to the microsecond.
+// The
 // refusal cache is off: this compares the scripts with the models (the
 // cache's Remaining is as of the refusal; TestRefusalCache covers it).
 func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
@@ -36,7 +40,7 @@ func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
 	for _, a := range conformance.Algorithms() {
 		a := a
 		t.Run(a.Name, func(t *testing.T) {
-			var refusals int
+			var refusals, settlements int
 			for seq := 0; seq < sequences; seq++ {
 				limit := 1 + rng.Intn(12)
 				cfg := a.Config(limit, ratelimit.Queue{})
@@ -50,7 +54,7 @@ func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var held [][2]ratelimit.Lease
+				var held, reserved [][2]ratelimit.Lease
 				for i := 0; i < 60; i++ {
 					var gap time.Duration
 					switch rng.Intn(3) {
@@ -66,9 +70,29 @@ func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
 						held[k][1].Release()
 						held = append(held[:k], held[k+1:]...)
 					}
+					if len(reserved) > 0 && rng.Intn(3) == 0 {
+						// Settle a reservation on both, giving back or
+						// charging up to twice the limit beyond it.
+						k := rng.Intn(len(reserved))
+						actual := rng.Intn(3*limit + 1)
+						err1 := control.Settle(ctx, mem, reserved[k][0], actual)
+						err2 := control.Settle(ctx, red, reserved[k][1], actual)
+						if (err1 == nil) != (err2 == nil) || (err1 != nil && !(!a.Rate && errors.Is(err1, errors.ErrUnsupported) && errors.Is(err2, errors.ErrUnsupported))) {
+							t.Fatalf("seq %d step %d: Settle(%d): %v, %v", seq, i, actual, err1, err2)
+						}
+						reserved = append(reserved[:k], reserved[k+1:]...)
+						settlements++
+					}
 					p := rng.Intn(limit + 1)
-					m, err1 := mem.Acquire(ctx, p)
-					r, err2 := red.Acquire(ctx, p)
+					acquire := ratelimit.Limiter.Acquire
+					reserve := rng.Intn(3) == 0
+					if reserve {
+						acquire = func(l ratelimit.Limiter, ctx context.Context, p int) (ratelimit.Lease, error) {
+							return control.Reserve(ctx, l, p)
+						}
+					}
+					m, err1 := acquire(mem, ctx, p)
+					r, err2 := acquire(red, ctx, p)
 					if err1 != nil || err2 != nil {
 						t.Fatalf("seq %d step %d: errors %v, %v", seq, i, err1, err2)
 					}
@@ -84,6 +108,8 @@ func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
 					}
 					if !m.Acquired() {
 						refusals++
+					} else if reserve {
+						reserved = append(reserved, [2]ratelimit.Lease{m, r})
 					} else if p > 0 {
 						held = append(held, [2]ratelimit.Lease{m, r})
 					}
@@ -91,8 +117,8 @@ func parity(t *testing.T, client goredis.UniversalClient, sequences int) {
 				mem.Close()
 				red.Close()
 			}
-			if refusals == 0 {
-				t.Fatal("no refusal compared")
+			if refusals == 0 || settlements == 0 {
+				t.Fatalf("%d refusals, %d settlements compared", refusals, settlements)
 			}
 		})
 	}

@@ -15,6 +15,8 @@ local find, sub = string.find, string.sub
 
 -- check.Far in microseconds: 2^53, the latest instant a decision names.
 local FAR_US = 9007199254740992
+-- check.MaxLimit: the most permits a state counts after a charge.
+local MAX_COUNT = 9007199254740992
 
 -- NOW is the instant of the decision being made (see batch.lua). TIME is
 -- read once per script run: the decisions of a batch are made at one instant.
@@ -183,7 +185,8 @@ local function earliest(lo, hi, guess, ok)
 end
 
 -- The protocol: ARGV is now, permits, op (OP_ACQUIRE, OP_WAIT, OP_CANCEL a
--- reservation, OP_REFUND a grant, OP_RELEASE, OP_RENEW), the parameters,
+-- reservation, OP_REFUND a grant, OP_CHARGE permits without refusing (a
+-- settlement's excess, at most MAX_COUNT), OP_RELEASE, OP_RENEW), the parameters,
 -- the op's arguments. The ops' names and the refusal codes
 -- (REFUSED_QUEUE_FULL, REFUSED_DEADLINE: a refused reservation's extra)
 -- are declared before this file by the Go side (script.go's protocolLua),

@@ -1,6 +1,6 @@
 -- Calendar quota. K[1]: "start count end", the count of the period [start,
 -- end) (us). ARGV: now, permits, op (OP_ACQUIRE, OP_REFUND: refund a
--- grant), limit, then the boundaries b0 < b1 < b2 < b3 of the previous,
+-- grant, OP_CHARGE: count permits without refusing), limit, then the boundaries b0 < b1 < b2 < b3 of the previous,
 -- current and next periods around the caller's clock (the Go side computes
 -- them in the quota's time zone, which Lua cannot), then for OP_REFUND the
 -- grant's instant. The period is the one of the three that NOW (Redis's
@@ -46,7 +46,12 @@ local function decide(K, ARGV)
       moved = true
     end
     if moved then save() end
-    return reply(true, limit - count, -1, count > 0 and pend - now or 0)
+    return reply(true, max(limit - count, 0), -1, count > 0 and pend - now or 0)
+  end
+  if op == OP_CHARGE then -- count p without refusing, over the limit if need be (quota's model.Charge)
+    count = count + min(p, max(MAX_COUNT - count, 0))
+    save()
+    return reply(true, max(limit - count, 0), -1, count > 0 and pend - now or 0)
   end
   local granted = max(p, 1) <= limit - count -- exact, up to 2^53
   if granted and p > 0 then
@@ -56,6 +61,6 @@ local function decide(K, ARGV)
   if moved then save() end
   local reset = 0
   if count > 0 then reset = pend - now end
-  if granted then return reply(true, limit - count, -1, reset, max(now, start)) end
-  return reply(false, limit - count, pend - now, reset)
+  if granted then return reply(true, max(limit - count, 0), -1, reset, max(now, start)) end
+  return reply(false, max(limit - count, 0), pend - now, reset)
 end

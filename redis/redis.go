@@ -48,7 +48,8 @@ import (
 
 // Limiter is a ratelimit.Limiter whose state lives in Redis. It is also a
 // refunder (control.Refund) (see Refund), so a Chain that a later member refuses
-// spends nothing of it.
+// spends nothing of it, and it settles reservations (control.Settle: see
+// Settle).
 //
 // A Limiter is a handle: its key, its pipe and a few words of its own; what
 // every limiter of its config shares (client, script, parameters, options)
@@ -73,6 +74,7 @@ type shape struct {
 	p        atomic.Pointer[params]
 	reserves bool // token bucket: Wait reserves in the script
 	release  bool // concurrency: leases hold permits
+	settles  bool // the script settles grants (see Settle)
 	direct   bool // the client bounds a call by its ctx's deadline: see run
 	o        options
 }
@@ -201,9 +203,9 @@ func newShape(client goredis.UniversalClient, cfg ratelimit.Config, o options) (
 	if s.script, err = scriptOf(enc.Lua); err != nil {
 		return nil, err
 	}
-	s.suffixes, s.reserves, s.release = enc.Suffixes, enc.Reserves, enc.Holds
+	s.suffixes, s.reserves, s.release, s.settles = enc.Suffixes, enc.Reserves, enc.Holds, enc.Settles
 	pm.args, pm.perCall, pm.unlimited = enc.Args, enc.PerCall, enc.Unlimited
-	pm.infos.SetGrows(d.Grows())
+	pm.tag(d.Grows(), s)
 	s.p.Store(pm)
 	return s, nil
 }
@@ -393,6 +395,7 @@ func (s *shape) reconfigure(cfg ratelimit.Config, closed func() bool) error {
 		return ratelimit.ErrClosed
 	}
 	if old.cfg != pm.cfg {
+		pm.tag(pm.infos[0].Grows.(*grantTag).g, s) // its grants are s's limiters'
 		s.p.Store(pm)
 	}
 	return nil

@@ -86,13 +86,15 @@ func (s *luaScript) call(keys []string, argc int) evalCall {
 // reserve; the most us the caller can wait, -1 for no bound), opCancel
 // (token bucket: give back a cancelled reservation; its due instant and
 // prior), opRefund (rate algorithms: take back a grant; its instant),
-// opRelease and opRenew (concurrency: the holder's name). A refused
-// reservation's reply says refusedQueueFull or refusedDeadline.
+// opCharge (rate algorithms: take permits without refusing, a settlement's
+// excess), opRelease and opRenew (concurrency: the holder's name). A
+// refused reservation's reply says refusedQueueFull or refusedDeadline.
 const (
 	opAcquire = "a"
 	opWait    = "w"
 	opCancel  = "f"
 	opRefund  = "u"
+	opCharge  = "c"
 	opRelease = "r"
 	opRenew   = "n"
 
@@ -105,8 +107,9 @@ const (
 // written once.
 var protocolLua = fmt.Sprintf(`-- The script protocol, declared by the redis package's script.go.
 local OP_ACQUIRE, OP_WAIT, OP_CANCEL, OP_REFUND, OP_RELEASE, OP_RENEW = '%s', '%s', '%s', '%s', '%s', '%s'
+local OP_CHARGE = '%s'
 local REFUSED_QUEUE_FULL, REFUSED_DEADLINE = %d, %d
-`, opAcquire, opWait, opCancel, opRefund, opRelease, opRenew, refusedQueueFull, refusedDeadline)
+`, opAcquire, opWait, opCancel, opRefund, opRelease, opRenew, opCharge, refusedQueueFull, refusedDeadline)
 
 // reply is what every script returns. Durations travel in microseconds.
 type reply struct {

@@ -1,5 +1,6 @@
 -- Sliding window. ARGV: now, permits, op (OP_ACQUIRE, OP_REFUND: refund a
--- grant), limit, window (us), segments, then for OP_REFUND the grant's instant.
+-- grant, OP_CHARGE: count permits without refusing), limit, window (us),
+-- segments, then for OP_REFUND the grant's instant.
 -- Segmented (segments > 0): a log of the segments that hold grants (see
 -- log.lua; K[1] and K[2]), whose instants are segment starts (w /
 -- segments is exact: New checks that the window is a multiple): O(log
@@ -65,8 +66,10 @@ local function decide(K, ARGV)
     if e < 2 * w then return total * ((2 * w - e) * 1000) / W + 0 end
     return 0
   end
+  -- us until the state is initial again, saturated at FAR_US as the
+  -- model's InitialAt is (check.Add).
   local function reset_after()
-    if total > 0 then return start + 2 * w - now elseif prev > 0 then return start + w - now end
+    if total > 0 then return min(start + 2 * w, FAR_US) - now elseif prev > 0 then return min(start + w, FAR_US) - now end
     return 0
   end
   local function remaining(x)
@@ -87,6 +90,12 @@ local function decide(K, ARGV)
       moved = true
     end
     if moved then save() end
+    return reply(true, remaining(weight(now)), -1, max(reset_after(), 0))
+  end
+
+  if op == OP_CHARGE then -- count p in now's window without refusing (slidingwindow's model.Charge)
+    total = total + min(p, max(MAX_COUNT - total, 0))
+    save()
     return reply(true, remaining(weight(now)), -1, max(reset_after(), 0))
   end
 

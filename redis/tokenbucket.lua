@@ -145,6 +145,14 @@ local function decide_bucket(K, ARGV)
     return reply(true, max(0, floor(x)), -1, reset_after(x, l), 0)
   end
 
+  if op == OP_CHARGE then -- take p tokens without refusing (tokenbucket's model.Charge)
+    -- Into debt if need be, never more than MAX_COUNT tokens short of full.
+    local x, lowest = cur - p, burst - MAX_COUNT
+    if x <= lowest then x = min(cur, lowest) end
+    save(x, l, horizon)
+    return reply(true, max(0, floor(x)), -1, reset_after(x, l), 0)
+  end
+
   if op == OP_CANCEL then -- refund a cancelled reservation (arg: its due instant): the bucket is in debt, nothing was lost
     -- The horizon stays while waiters reserved after the cancelled one may
     -- sleep: they keep the due instants they were given, in their own

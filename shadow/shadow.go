@@ -59,7 +59,8 @@ type Refusal struct {
 // whose Refused counts the refusals the shadow limiter granted) and
 // partitioned's idleness are the wrapped limiter's; its own Refund takes
 // back the grants it passed on (so a Chain that a later member refuses
-// gives its grant back). It is an io.Closer, and safe for concurrent use.
+// gives its grant back), and its Settle settles them there. It is an
+// io.Closer, and safe for concurrent use.
 type Limiter struct {
 	l         ratelimit.Limiter
 	onRefusal func(context.Context, Refusal)

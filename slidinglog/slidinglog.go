@@ -149,6 +149,17 @@ func (m *model) Refund(s state, now, at, permits int64) state {
 	return s
 }
 
+// Charge records permits at now without refusing (a settlement's excess),
+// over the limit if need be: requests are refused until enough of the
+// log leaves the window (see timelog.Log.Charge).
+func (m *model) Charge(s state, now, permits int64) state {
+	if s.log == nil {
+		s.log = new(timelog.Log)
+	}
+	s.total = s.log.Charge(s.total, now, permits, m.window, 1)
+	return s
+}
+
 // Available is the number of permits that could be granted at now; it reads
 // s without changing it.
 func (m *model) Available(s state, now int64) int64 {
@@ -163,9 +174,11 @@ func (m *model) InitialAt(s state) int64 {
 	return check.Add(s.log.Newest(), m.window)
 }
 
-// Caps: grants can be refunded, the log is shared by copies of a state,
-// and the count carries over a reconfiguration.
-func (m *model) Caps() engine.Caps { return engine.Refunds | engine.Clones | engine.Holds }
+// Caps: grants can be refunded and settled, the log is shared by copies of
+// a state, and the count carries over a reconfiguration.
+func (m *model) Caps() engine.Caps {
+	return engine.Refunds | engine.Clones | engine.Holds | engine.Charges
+}
 
 func init() {
 	algo.Register(&algo.Algorithm[Config, state]{
@@ -179,7 +192,7 @@ func init() {
 			if err != nil {
 				return algo.Redis{}, err
 			}
-			return algo.Redis{Lua: []string{"log", "slidinglog"}, Suffixes: []string{":slc", ":slc:m"}, Args: []any{c.Limit, w}}, nil
+			return algo.Redis{Lua: []string{"log", "slidinglog"}, Suffixes: []string{":slc", ":slc:m"}, Settles: true, Args: []any{c.Limit, w}}, nil
 		},
 		Window: func(c Config) time.Duration { return c.Window },
 		Params: []algo.Param[Config]{

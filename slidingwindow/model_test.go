@@ -110,6 +110,7 @@ func simOf(m *model) modeltest.Sim[state] {
 		GrantEnd:  end,
 		Far:       check.Far,
 		Refund:    m.Refund,
+		Charge:    m.Charge,
 		Made:      m.Made,
 	}
 }
@@ -280,5 +281,14 @@ func TestRefundNeverExceedsBound(t *testing.T) {
 		m := mustModel(t, c)
 		// A refund in a call's place, at the newest instant decided.
 		modeltest.CheckRefundsKeepBound(t, simOf(m), gap, m.window, false, func(kept []modeltest.Grant, cs []modeltest.Call) { checkBound(t, m, kept, cs) })
+	})
+}
+
+// TestCharges: a state over its limit (settlements' charges among the
+// requests) keeps RetryAfter and InitialAt exact.
+func TestCharges(t *testing.T) {
+	modeltest.EachRandom(t, randomConfigs, func(t *testing.T, c Config, gap int64) {
+		m := mustModel(t, c)
+		modeltest.CheckCharges(t, simOf(m), gap, m.window)
 	})
 }

@@ -298,6 +298,24 @@ func (m *model) Refund(s state, now, at, permits int64) state {
 	return s
 }
 
+// Charge counts permits at now without refusing (a settlement's excess),
+// over the limit if need be: segmented, in now's segment of the log (see
+// timelog.Log.Charge); weighted, in now's window, whose count stops at
+// check.MaxLimit. Requests are then refused until the estimate or the
+// log's window has room again.
+func (m *model) Charge(s state, now, permits int64) state {
+	if m.segments > 0 {
+		if s.log == nil {
+			s.log = new(timelog.Log)
+		}
+		s.total = s.log.Charge(s.total, now, permits, m.window, m.seg)
+		return s
+	}
+	s = m.at(s, now)
+	s.total += min(permits, max(check.MaxLimit-s.total, 0))
+	return s
+}
+
 // Available is the number of permits that could be granted at now. It reads
 // s without changing it.
 func (m *model) Available(s state, now int64) int64 {
@@ -325,9 +343,11 @@ func (m *model) InitialAt(s state) int64 {
 	return math.MinInt64
 }
 
-// Caps: grants can be refunded, the segments' log is shared by copies of a
-// state, and the count carries over a reconfiguration.
-func (m *model) Caps() engine.Caps { return engine.Refunds | engine.Clones | engine.Holds }
+// Caps: grants can be refunded and settled, the segments' log is shared by
+// copies of a state, and the count carries over a reconfiguration.
+func (m *model) Caps() engine.Caps {
+	return engine.Refunds | engine.Clones | engine.Holds | engine.Charges
+}
 
 func init() {
 	algo.Register(&algo.Algorithm[Config, state]{
@@ -346,7 +366,7 @@ func init() {
 			}
 			// Both forms declare each other's keys, to convert the other's
 			// state after a switch (see the redis package's slidingwindow.lua).
-			return algo.Redis{Lua: []string{"log", "slidingwindow"}, Suffixes: []string{":sw", ":sgc", ":sgc:m"}, Args: []any{c.Limit, w, c.Segments}}, nil
+			return algo.Redis{Lua: []string{"log", "slidingwindow"}, Suffixes: []string{":sw", ":sgc", ":sgc:m"}, Settles: true, Args: []any{c.Limit, w, c.Segments}}, nil
 		},
 		Window: func(c Config) time.Duration { return c.Window },
 		Params: []algo.Param[Config]{

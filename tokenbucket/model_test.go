@@ -66,6 +66,7 @@ func simOf(m *model) modeltest.Sim[state] {
 			return strings.Join(msgs, "; ")
 		},
 		Refund: m.Refund,
+		Charge: m.Charge,
 		Made:   m.Made,
 	}
 }
@@ -652,5 +653,16 @@ func sameDecisions(t *testing.T, m *model, a, b state, at int64, r *rand.Rand) {
 		if m.period == 0 {
 			at += r.Int63n(int64(m.perToken) + 1)
 		}
+	}
+}
+
+// TestCharges: buckets in debt (settlements' charges among the requests)
+// keep RetryAfter, When, Reserve and InitialAt exact.
+func TestCharges(t *testing.T) {
+	for i, rc := range randomConfigs {
+		t.Run(fmt.Sprintf("%d/%+v", i, rc.c), func(t *testing.T) {
+			m := mustModel(t, rc.c)
+			modeltest.CheckCharges(t, simOf(m), int64(rc.gap), int64(rc.skew))
+		})
 	}
 }

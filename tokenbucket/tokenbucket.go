@@ -400,6 +400,26 @@ func (m *model) Refund(s state, now, at, permits int64) state {
 	return m.tokensAt(s, now)
 }
 
+// Charge takes permits at now even when the bucket holds fewer (a
+// settlement's excess): it goes into debt, which later requests wait for
+// as they wait for a reservation's (their RetryAfter counts it). The
+// bucket never owes more than check.MaxLimit tokens short of full for a
+// charge: past that, a charge takes nothing more (and never gives
+// anything back). rate.Inf takes nothing.
+func (m *model) Charge(s state, now, permits int64) state {
+	if m.inf {
+		return s
+	}
+	s = m.tokensAt(s, now)
+	floor := float64(m.burst - check.MaxLimit) // exact: burst <= 2^53
+	if t := s.Tokens - float64(permits); t > floor {
+		s.Tokens = t
+	} else if s.Tokens > floor {
+		s.Tokens = floor
+	}
+	return s
+}
+
 // Available is the number of whole tokens in the bucket at now;
 // math.MaxInt64 for rate.Inf.
 func (m *model) Available(s state, now int64) int64 {
@@ -424,9 +444,11 @@ func (m *model) InitialAt(s state) int64 {
 	return check.Earliest(s.Last, check.Far, guess, full)
 }
 
-// Caps: Wait reserves, grants can be refunded, and the tokens carry over a
-// reconfiguration.
-func (m *model) Caps() engine.Caps { return engine.Reserves | engine.Refunds | engine.Holds }
+// Caps: Wait reserves, grants can be refunded and settled, and the
+// tokens carry over a reconfiguration.
+func (m *model) Caps() engine.Caps {
+	return engine.Reserves | engine.Refunds | engine.Holds | engine.Charges
+}
 
 func init() {
 	algo.Register(&algo.Algorithm[Config, state]{
@@ -440,7 +462,7 @@ func init() {
 			if err != nil {
 				return algo.Redis{}, err
 			}
-			return algo.Redis{Lua: []string{"tokenbucket"}, Suffixes: []string{":tb"}, Reserves: true, Unlimited: c.Rate == rate.Inf,
+			return algo.Redis{Lua: []string{"tokenbucket"}, Suffixes: []string{":tb"}, Reserves: true, Settles: true, Unlimited: c.Rate == rate.Inf,
 				Args: []any{algo.LuaNumber(float64(c.Rate)), c.Burst, period, c.PerPeriod, check.QueueLimit(c.Queue), int(c.Queue.Order)}}, nil
 		},
 		// The time to fill from empty.

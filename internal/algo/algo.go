@@ -128,8 +128,11 @@ type Redis struct {
 	PerCall func(local time.Time) []any
 	// Reserves: Wait reserves in the script (token bucket). Holds: a grant
 	// holds its permits until released (concurrency). Unlimited: every
-	// request is granted (a token bucket of rate.Inf).
-	Reserves, Holds, Unlimited bool
+	// request is granted (a token bucket of rate.Inf). Settles: a grant
+	// can be settled (control.Settle): the script takes back a part of it
+	// (its refund) and charges more at now (its charge op), as the
+	// model's Refund and Charge do.
+	Reserves, Holds, Unlimited, Settles bool
 }
 
 // Descriptor is an algorithm bound to one configuration.

@@ -27,6 +27,7 @@ import (
 type Limiter interface {
 	ratelimit.Limiter
 	Refund(ctx context.Context, lease ratelimit.Lease, permits int) error
+	Settle(ctx context.Context, lease ratelimit.Lease, actual int) error
 	CheckPermits(permits int) error
 	Stats() ratelimit.Stats
 	Backend() string
@@ -80,6 +81,11 @@ type Model[S any] interface {
 	Holding(now, used int64) S
 	// Release gives back permits held (Releases).
 	Release(s S, now, permits int64) S
+	// Charge takes permits at now without refusing, beyond the limit if
+	// need be (a token bucket in debt, a window over its limit), for work
+	// whose cost turned out larger than granted; the state then counts at
+	// most check.MaxLimit permits more than the limit (Charges).
+	Charge(s S, now, permits int64) S
 }
 
 // Caps is the set of a Model's optional behaviours.
@@ -92,6 +98,7 @@ const (
 	Clones                    // states share memory that Step changes in place: Clone
 	Holds                     // a count carries over a reconfiguration: Used, Holding
 	Timeless                  // decisions do not read the time (concurrency)
+	Charges                   // a grant can be settled: Refund gives back, Charge takes more (rate algorithms)
 )
 
 // Defaults is embedded by a model for the optional methods its Caps leave
@@ -107,15 +114,17 @@ func (Defaults[S]) Clone(s S) S                                      { panic(lac
 func (Defaults[S]) Used(s S, now int64) int64                        { panic(lacks("Holds")) }
 func (Defaults[S]) Holding(now, used int64) S                        { panic(lacks("Holds")) }
 func (Defaults[S]) Release(s S, now, permits int64) S                { panic(lacks("Releases")) }
+func (Defaults[S]) Charge(s S, now, permits int64) S                 { panic(lacks("Charges")) }
 
 func lacks(c string) string { return "engine: a method of a model without " + c + " was called" }
 
 // checkCaps refuses caps that the engine cannot run: a model whose permits
 // do not come back on Release (they come back with time) must say how many
 // are in use, for a reconfiguration to carry them over (Holds); one that
-// reserves must take a cancelled reservation back (Refunds).
+// reserves must take a cancelled reservation back (Refunds), and so must
+// one that settles a grant.
 func checkCaps(c Caps) error {
-	if c&Releases == 0 && c&Holds == 0 || c&Reserves != 0 && c&Refunds == 0 {
+	if c&Releases == 0 && c&Holds == 0 || c&(Reserves|Charges) != 0 && c&Refunds == 0 {
 		return fmt.Errorf("engine: a model's Caps %#x are not a combination the engine runs", uint8(c))
 	}
 	return nil
@@ -174,7 +183,7 @@ func makeConf[S any](cfg ratelimit.Config, newModel NewModel[S]) (*conf[S], erro
 	}
 	c := &conf[S]{model: m, newModel: newModel, caps: caps, timeless: caps&Timeless != 0, cfg: cfg,
 		capacity: cfg.Capacity(), queue: cfg.QueueOptions(), infos: backend.MakeOutcomes(cfg.Capacity())}
-	c.infos.SetGrows(grows)
+	c.infos.SetGrows(&grantTag[S]{g: grows, c: c})
 	return c, nil
 }
 

@@ -122,6 +122,9 @@ type Sim[S any] struct {
 	// Refund and Made are the model's, for the Refund checks.
 	Refund func(s S, now, at, permits int64) S
 	Made   func(s S, now int64) int64
+	// Charge is the model's, for CheckCharges; nil for a model that does
+	// not settle.
+	Charge func(s S, now, permits int64) S
 }
 
 func (m Sim[S]) clone(s S) S {
@@ -131,7 +134,9 @@ func (m Sim[S]) clone(s S) S {
 	return m.Clone(s)
 }
 
-// Call is one request of a random sequence: N permits at instant At.
+// Call is one request of a random sequence: N permits at instant At. A
+// negative N is a charge of -N permits (Sim.Charge), which Exercise makes
+// in its place.
 type Call struct{ At, N int64 }
 
 // Calls returns n requests whose instants follow a clock that starts at
@@ -189,6 +194,14 @@ func Exercise[S any](t testing.TB, m Sim[S], cs []Call) []Grant {
 	var gs []Grant
 	fails := 0
 	for i, c := range cs {
+		if c.N < 0 {
+			s = m.Charge(s, c.At, -c.N)
+			seen = max(seen, c.At)
+			if msg := CheckInitialAt(m, s, seen, math.MinInt64); msg != "" {
+				t.Errorf("step %d (charge of %d at %d): %s", i, -c.N, c.At, msg)
+			}
+			continue
+		}
 		newest := c.At >= seen
 		var pre S
 		if newest && c.N > 0 {
@@ -441,6 +454,36 @@ func CheckOutOfOrder[S any](t testing.TB, m Sim[S], gap, skew int64, bound func(
 		r := rand.New(rand.NewSource(seed))
 		cs := Calls(r, T0+r.Int63n(int64(time.Hour)), 3000, gap, skew, m.Capacity)
 		bound(Exercise(t, m, cs), cs)
+	}
+}
+
+// CheckCharges runs 3 sequences of 2000 calls (Calls, from seeds 1 to 3,
+// starting at T0, each up to gap after the one before and a third up to
+// skew before the clock) through Exercise, one in eight of them a charge
+// (Sim.Charge) of 1 to 3 times the capacity, so that states in debt, or
+// over their limit, are decided: every refusal's RetryAfter must stay
+// exact, Remaining in [0, Capacity], and InitialAt where the state is idle
+// again. The charges must cost grants: the same sequences with status
+// checks in their place grant more (but without a limit).
+func CheckCharges[S any](t testing.TB, m Sim[S], gap, skew int64) {
+	t.Helper()
+	with, without := 0, 0
+	for seed := int64(1); seed <= 3; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		cs := Calls(r, T0, 2000, gap, skew, m.Capacity)
+		plain := make([]Call, len(cs))
+		for i := range cs {
+			plain[i] = cs[i]
+			if r.Intn(8) == 0 {
+				cs[i].N = -(1 + r.Int63n(3*m.Capacity))
+				plain[i].N = 0
+			}
+		}
+		with += len(Exercise(t, m, cs))
+		without += len(Exercise(t, m, plain))
+	}
+	if !m.Unlimited && with >= without {
+		t.Fatalf("the charges cost no grant: %d granted with them, %d without", with, without)
 	}
 }
 

@@ -192,11 +192,30 @@ func (g *Log) Step(total, now, permits, limit, window, grain int64) (int64, back
 	} else { // need > 0: the log holds more than need permits
 		d.RetryAfter = time.Duration(g.Freed(need, window) - now)
 	}
-	d.Remaining = limit - total
+	d.Remaining = max(limit-total, 0) // over the limit after a charge
 	if !g.Empty() {
 		d.ResetAfter = time.Duration(check.Add(g.Newest(), window) - now)
 	}
 	return total, d
+}
+
+// Charge records permits read at now without refusing (a settlement's
+// excess), on a log holding total permits in a window of length window,
+// and returns the new total: like a grant (at the decision's instant,
+// taken down to a multiple of grain when grain > 1), over the limit if
+// need be. The total stops at check.MaxLimit, which keeps the running
+// totals' differences exact (on Redis too).
+func (g *Log) Charge(total, now, permits, window, grain int64) int64 {
+	at := g.Decide(now)
+	total -= g.Drop(at, window)
+	if p := min(permits, max(check.MaxLimit-total, 0)); p > 0 {
+		if grain > 1 {
+			at = check.FloorStart(at, grain)
+		}
+		g.Push(at, p)
+		total += p
+	}
+	return total
 }
 
 // Clone returns a copy of g that shares no memory with it.

@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
+	"github.com/limitkit/ratelimit/internal/check"
+)
+
+// grantTag is the Grows of the grants of a configuration (its infos[0]):
+// it says their GrowsAfter (g's; unknown when g is nil), and it names the
+// configuration, so that Settle recognises a grant of its limiters made
+// under a configuration since replaced (whose outcome is that one's).
+type grantTag[S any] struct {
+	g backend.Grows
+	c *conf[S]
+}
+
+func (t *grantTag[S]) GrowsAfter(remaining int64, resetAfter time.Duration, now time.Time) (time.Duration, bool) {
+	if t.g == nil {
+		return 0, false
+	}
+	return t.g.GrowsAfter(remaining, resetAfter, now)
+}
+
+// Settle settles lease, a reservation of a grant of this limiter (see
+// control.Settle): at actual permits where it reserved n, it gives back
+// n - actual as Refund does (model.Refund, from the grant's instant), or
+// charges actual - n at now (model.Charge). It counts nothing in Stats:
+// the grant stays granted. A grant made under a configuration since
+// replaced (Reconfigure) is charged, and gives nothing back (stricter, as
+// Refund). Queued waiters are examined again after permits came back; a
+// charge leaves their turn as it was (a token bucket's reservations keep
+// their due instants, and the debt is owed after them). ctx is not read
+// past its nil check: nothing here waits.
+func (l *limiter[S]) Settle(ctx context.Context, lease ratelimit.Lease, actual int) error {
+	grant, n, err := lease.CheckSettle(ctx, actual)
+	if err != nil {
+		return err
+	}
+	c := l.conf()
+	if !c.has(Charges) {
+		return fmt.Errorf("memory: a %T limit has no cost to settle (its permits come back on Release): %w", c.cfg, errors.ErrUnsupported)
+	}
+	o := grant.Outcome()
+	t, ok := o.Grows.(*grantTag[S])
+	if !ok || o != &t.c.infos[0] || t.c.cur != c.cur {
+		return fmt.Errorf("%w: not a grant of this limiter", ratelimit.ErrInvalidLease)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ratelimit.ErrClosed
+	}
+	if err := lease.ClaimSettlement(); err != nil {
+		return err
+	}
+	now := l.now()
+	l.sync(now)
+	m := l.conf().model
+	switch {
+	case int64(actual) < int64(n):
+		// The token is the grant's instant; one under a replaced
+		// configuration is not recognised (t.c is not the current conf).
+		at, ok := (&l.conf().infos[0]).Token(grant)
+		if !ok {
+			return nil
+		}
+		l.state = m.Refund(l.state, now, int64(at), int64(n-actual))
+	case actual > n:
+		l.state = m.Charge(l.state, now, min(int64(actual-n), check.MaxLimit))
+	default:
+		return nil
+	}
+	if l.x != nil {
+		l.x.gen++ // the queue's cached answer (behindQueue) no longer holds
+	}
+	if l.head != nil && actual < n {
+		if l.conf().has(Reserves) {
+			l.redue(now)
+		}
+		l.serve(now)
+	}
+	return nil
+}

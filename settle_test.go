@@ -1,0 +1,141 @@
+package ratelimit_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/control"
+	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+// A reservation has its grant's figures and Release, records its permits,
+// and is claimed once; a refusal or the zero Lease is no reservation.
+func TestReserved(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newMem(t, concurrency.Config{Limit: 3}, clock)
+	g, _ := l.Acquire(bg, 2)
+	r := g.Reserve(2)
+	if !r.Acquired() || r.Remaining() != g.Remaining() || r.Limit() != g.Limit() || r.ResetAfter() != g.ResetAfter() {
+		t.Fatalf("Reserved(%v) = %v: another grant's figures", g, r)
+	}
+	if grant, n, ok := r.Reservation(); !ok || n != 2 || grant != g {
+		t.Fatalf("Reservation() = %v, %d, %v", grant, n, ok)
+	}
+	if _, _, ok := g.Reservation(); ok {
+		t.Fatalf("a plain grant says it is a reservation")
+	}
+	r.Release() // the grant's Release: the 2 held come back
+	if st, _ := control.Stats(l); st.Available != 3 {
+		t.Fatalf("after the reservation's Release: %d available, want 3", st.Available)
+	}
+	l.Acquire(bg, 3)
+	refused, _ := l.Acquire(bg, 1)
+	if refused.Acquired() {
+		t.Fatalf("Acquire(1) with 3 of 3 held: %v", refused)
+	}
+	for _, x := range []ratelimit.Lease{refused, {}} {
+		if got := x.Reserve(1); got != x {
+			t.Errorf("Reserved(%v) = %v, want it unchanged", x, got)
+		}
+		if err := x.ClaimSettlement(); !errors.Is(err, ratelimit.ErrInvalidLease) {
+			t.Errorf("%v.ClaimSettlement() = %v, want ErrInvalidLease", x, err)
+		}
+	}
+	if r.Settled() {
+		t.Fatal("a new reservation says it is settled")
+	}
+	if err := r.ClaimSettlement(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ClaimSettlement(); !errors.Is(err, ratelimit.ErrInvalidLease) || !r.Settled() {
+		t.Fatalf("a second claim: %v (settled %v), want ErrInvalidLease", err, r.Settled())
+	}
+
+	// A rate grant's GrowsAfter is the grant's.
+	tb := newMem(t, tokenbucket.Config{Rate: 4, Burst: 4}, clock)
+	tg, _ := tb.Acquire(bg, 1)
+	want, wok := tg.GrowsAfter(clock.Now())
+	if got, ok := tg.Reserve(1).GrowsAfter(clock.Now()); got != want || ok != wok || !ok {
+		t.Fatalf("GrowsAfter = %v, %v; want %v, %v", got, ok, want, wok)
+	}
+}
+
+// Reserving allocates the record only: an Acquire allocates nothing.
+func TestReserveAllocates(t *testing.T) {
+	l := newMem(t, tokenbucket.Config{Rate: rate.Inf, Burst: 1}, ratelimittest.NewClock())
+	if n := testing.AllocsPerRun(100, func() { l.Acquire(bg, 1) }); n != 0 {
+		t.Errorf("Acquire: %v allocations", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { control.Reserve(bg, l, 1) }); n != 1 {
+		t.Errorf("Reserve: %v allocations, want 1 (its record)", n)
+	}
+}
+
+// A Chain's reservation settles each member's grant: both give back, or
+// both are charged. A member that cannot settle refuses the settlement
+// before any member settles.
+func TestChainSettle(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	a := newMem(t, tokenbucket.Config{Rate: 1, Burst: 10}, clock)
+	b := newMem(t, fixedwindow.Config{Limit: 20, Window: time.Hour}, clock)
+	c := ratelimit.Chain(a, b)
+	available := func() (int64, int64) {
+		sa, _ := control.Stats(a)
+		sb, _ := control.Stats(b)
+		return sa.Available, sb.Available
+	}
+	r, err := control.Reserve(bg, c, 6)
+	if err != nil || !r.Acquired() {
+		t.Fatalf("Reserve(6): %v, %v", r, err)
+	}
+	if err := control.Settle(bg, c, r, 2); err != nil {
+		t.Fatal(err)
+	}
+	if x, y := available(); x != 8 || y != 18 {
+		t.Fatalf("6 settled at 2: available %d, %d; want 8, 18", x, y)
+	}
+	r, _ = control.Reserve(bg, c, 8)
+	if err := control.Settle(bg, c, r, 13); err != nil {
+		t.Fatal(err)
+	}
+	// 5 charged to each: the bucket holds -5 tokens, the window counts
+	// 2 + 8 + 5 = 15 of 20.
+	if x, y := available(); x != 0 || y != 5 {
+		t.Fatalf("8 settled at 13: available %d, %d; want 0, 5", x, y)
+	}
+	if g, _ := c.Acquire(bg, 1); g.Acquired() {
+		t.Fatalf("Acquire(1) while the bucket is in debt: %v", g)
+	} else if d, _ := g.RetryAfter(); d != 6*time.Second {
+		t.Fatalf("RetryAfter %v, want 6s (5 tokens of debt, then one)", d)
+	}
+	if err := control.Settle(bg, c, r, 1); !errors.Is(err, ratelimit.ErrInvalidLease) {
+		t.Fatalf("a second settlement: %v", err)
+	}
+	if err := control.Settle(bg, ratelimit.Chain(a, b), r, 1); !errors.Is(err, ratelimit.ErrInvalidLease) {
+		t.Fatalf("another chain's settlement: %v", err)
+	}
+
+	// FromRate cannot settle: the chain refuses, and its lease stays open.
+	x := ratelimit.FromRate(rate.NewLimiter(1, 100))
+	cx := ratelimit.Chain(b, x)
+	r, err = control.Reserve(bg, cx, 1)
+	if err != nil || !r.Acquired() {
+		t.Fatalf("Reserve(1): %v, %v", r, err)
+	}
+	if err := control.Settle(bg, cx, r, 0); !errors.Is(err, errors.ErrUnsupported) || r.Settled() {
+		t.Fatalf("settling a chain with FromRate: %v (settled %v), want ErrUnsupported", err, r.Settled())
+	}
+	if _, y := available(); y != 4 {
+		t.Fatalf("the refused settlement changed b: %d available, want 4", y)
+	}
+	if _, err := control.Reserve(bg, x, 1); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Reserve on FromRate: %v, want ErrUnsupported", err)
+	}
+}
