@@ -133,7 +133,7 @@ func TestFixedWindowArithmetic(t *testing.T) {
 		// 50ms left in the window: a lease of 50ms, sized for it.
 		{at: 950 * ms, op: opTake, p: 1, want: 31, granted: true, k: 16, valid: 50 * ms, remaining: 64, retry: -1},
 		// 5ms left, under a tenth of the expiry: the caller's permits only.
-		{at: 995 * ms, op: opTake, p: 2, want: 30, granted: true, k: 2, remaining: 61, retry: -1},
+		{at: 995 * ms, op: opTake, p: 2, want: 30, granted: true, k: 2, remaining: 62, retry: -1},
 		// The window ended: its lease's permits do not come back into the
 		// new one.
 		{at: 1001 * ms, op: opGive, give: 4, u: 15, remaining: 100, retry: -1},

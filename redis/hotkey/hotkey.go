@@ -285,8 +285,7 @@ func (l *Limiter) wait(ctx context.Context, permits int, q *base.Queueing[rateli
 		if deadline, ok := ctx.Deadline(); ok {
 			d = min(d, max(deadline.Sub(l.now()), 0))
 		}
-		q.Join(l.now)
-		if err := l.sleep(ctx, d); err != nil {
+		if err := l.sleep(ctx, d, q); err != nil {
 			return ratelimit.Lease{}, err
 		}
 		if l.closed.Load() {
@@ -308,8 +307,9 @@ func (l *Limiter) refusedAs(lease ratelimit.Lease, r ratelimit.Reason) ratelimit
 	return backend.Lease(&l.infos, d, r, 0)
 }
 
-// sleep waits d on the limiter's clock, until ctx ends or Close.
-func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d on the limiter's clock, until ctx ends or Close; q is
+// told once the timer is armed.
+func (l *Limiter) sleep(ctx context.Context, d time.Duration, q *base.Queueing[ratelimit.Lease]) error {
 	done := make(chan struct{})
 	var t ratelimit.Timer
 	if l.o.clock != nil {
@@ -318,6 +318,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 		t = time.AfterFunc(d, func() { close(done) })
 	}
 	defer t.Stop()
+	q.Join(l.now)
 	select {
 	case <-done:
 	case <-l.done:
