@@ -68,7 +68,7 @@ func TestFleetRealClock(t *testing.T) {
 	runs := []run{
 		{"fixedwindow", 250 * time.Millisecond, 25 * time.Millisecond, 250 * time.Millisecond, time.Second, 600 * time.Millisecond, 200 * time.Millisecond},
 		{"tokenbucket", 250 * time.Millisecond, 25 * time.Millisecond, 250 * time.Millisecond, time.Second, 600 * time.Millisecond, 200 * time.Millisecond},
-		{"slidinglog", 500 * time.Millisecond, 10 * time.Millisecond, 500 * time.Millisecond, time.Second, 1100 * time.Millisecond, 200 * time.Millisecond},
+		{"slidinglog", 500 * time.Millisecond, 25 * time.Millisecond, 500 * time.Millisecond, time.Second, 1100 * time.Millisecond, 200 * time.Millisecond},
 	}
 	if *long {
 		runs = []run{

@@ -38,7 +38,8 @@ type Limiter struct {
 	maxHeld    int64 // the permits all live leases may hold together
 	expiry     time.Duration
 	expiryUS   int64
-	minValidUS int64 // the least validity worth holding permits for
+	target     time.Duration // how long a lease lasts at the recent demand
+	minValidUS int64         // the least validity worth holding permits for
 	infos      leases.Infos
 	queue      ratelimit.Queue
 	unlimited  bool
@@ -113,6 +114,7 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 	l := &Limiter{client: client, capacity: cfg.Capacity(), expiry: o.expiry, expiryUS: int64(o.expiry / time.Microsecond),
 		queue: cfg.QueueOptions(), o: o, done: make(chan struct{}), idBase: strconv.FormatUint(rand.Uint64(), 36)}
 	l.minValidUS = l.expiryUS / 10
+	l.target = o.expiry / 2
 	base := o.prefix + "{" + key + "}"
 	var limit int64
 	switch c := cfg.(type) {
@@ -123,6 +125,9 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 		l.script, l.keys, limit = scripts["fixedwindow"], []string{base + ":fwl", base + ":fwl:l"}, int64(c.Limit)
 	case slidinglog.Config:
 		l.script, l.keys, limit = scripts["slidinglog"], []string{base + ":sll", base + ":sll:l", base + ":sll:g"}, int64(c.Limit)
+		// Its leases' permits are logged from their debit to their
+		// return: short leases are logged soon after their spends.
+		l.target = o.expiry / 8
 	default:
 		return nil, fmt.Errorf("%w: hotkey: %T: leases serve a token bucket, a fixed window or a sliding log only (see the package doc)", ratelimit.ErrInvalidConfig, cfg)
 	}

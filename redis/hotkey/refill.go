@@ -110,8 +110,9 @@ func (l *Limiter) slow(ctx context.Context, p int64, seen *batch) (lease ratelim
 }
 
 // want is the permits to ask for a request of p at the local now: p, and
-// what the process's recent demand spends in half an expiry, within what
-// the live leases may hold. Requires l.mu.
+// what the process's recent demand spends in half an expiry (an eighth
+// for a sliding log), within what the live leases may hold. Requires
+// l.mu.
 func (l *Limiter) want(p int64, now time.Time) int64 {
 	asked := l.asked.Load()
 	if el := now.Sub(l.lastAt); !l.lastAt.IsZero() && el > 0 {
@@ -123,7 +124,7 @@ func (l *Limiter) want(p int64, now time.Time) int64 {
 		}
 	}
 	l.lastAt, l.asked0 = now, asked
-	more := math.Ceil(l.rate * l.expiry.Seconds() / 2)
+	more := math.Ceil(l.rate * l.target.Seconds())
 	if !(more < float64(l.maxHeld)) { // NaN, +Inf and large values alike
 		more = float64(l.maxHeld)
 	}

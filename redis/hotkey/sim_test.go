@@ -40,6 +40,7 @@ var simCases = []struct {
 // closed: their lease is stranded, never given back) and closed (their
 // lease given back), and new ones start.
 func TestFleetFakeClock(t *testing.T) {
+	t.Parallel()
 	addr := redistest.Standalone(t)
 	const expiry = 20 * ms
 	for ci, c := range simCases {
