@@ -67,9 +67,9 @@ type Limiter struct {
 }
 
 // New returns the limiter of key for cfg, a tokenbucket, fixedwindow or
-// slidinglog Config (or a pointer to one): the algorithms that leases can
-// serve without ever admitting more than the exact limiter (see the
-// package doc for why the others cannot). Its state lives under keys of
+// slidinglog Config (or a pointer to one): the algorithms that leases
+// serve here without ever admitting more than the exact limiter (the
+// package doc says why, and what of the others). Its state lives under keys of
 // its own (prefix + "{" + key + "}" + ":tbl", ":fwl" or ":sll", and more
 // after those), apart from an exact limiter's on the same key: every
 // process that shares a limit must use this package for it. Bad input
