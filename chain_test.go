@@ -122,7 +122,7 @@ func TestChainWaitDeadlineAndConcurrency(t *testing.T) {
 }
 
 // probe is a limiter of the tests' own: it grants (capacity 10), or refuses,
-// or fails, and counts the calls it gets. It is a Refunder.
+// or fails, and counts the calls it gets. It refunds.
 type probe struct {
 	mu        sync.Mutex
 	refuse    bool
@@ -168,12 +168,12 @@ func (p *probe) stats() (calls, refunded int) {
 }
 
 // plain hides every method of its limiter but Acquire and Wait: a member
-// that is not a Refunder.
+// that cannot refund.
 type plain struct{ ratelimit.Limiter }
 
 // TestChainRefusalSpendsNothing: a refusal by a later limiter gives back
 // what the earlier ones granted, so three refused attempts leave the
-// organisation's budget whole; a concurrency member that is not a Refunder
+// organisation's budget whole; a concurrency member that cannot refund
 // gets its permits back by Release.
 func TestChainRefusalSpendsNothing(t *testing.T) {
 	clock := ratelimittest.NewClock()
@@ -223,7 +223,7 @@ func TestChainExceedsLaterCapacityTakesNothing(t *testing.T) {
 	if got := org.Stats(); got.Available != 10 || got.Granted != 0 || got.Refused != 0 {
 		t.Fatalf("org after two invalid calls: %+v, want 10 available and no request counted", got)
 	}
-	// A member that cannot tell its capacity (not a PermitChecker) is
+	// A member that cannot tell its capacity (no CheckPermits) is
 	// asked once org has granted: org's grant is given back, and counted
 	// out.
 	c = ratelimit.Chain(org, plain{user})
@@ -281,7 +281,7 @@ func TestChainCopiesLimiters(t *testing.T) {
 	}
 }
 
-// TestChainNests: a chain is a Refunder, so a chain inside a chain gives
+// TestChainNests: a chain refunds, so a chain inside a chain gives
 // back what its members granted when a later member refuses; Refund of a
 // chain's grant gives back every member's permits, once.
 func TestChainNests(t *testing.T) {
@@ -307,7 +307,7 @@ func TestChainNests(t *testing.T) {
 		Refund(context.Context, ratelimit.Lease, int) error
 	})
 	if !ok {
-		t.Fatal("a chain is not a Refunder")
+		t.Fatal("a chain does not refund")
 	}
 	g, err := inner.Acquire(bg, 4)
 	if err != nil || !g.Acquired() {

@@ -333,7 +333,7 @@ func TestInvalid(t *testing.T) {
 	}{
 		{"nil", nil, grpclimit.ServerOptions{}},
 		{"nil *partitioned.Limiter", nilPartitioned, grpclimit.ServerOptions{}},
-		{"nil KeyedFunc", partitioned.Func(nil), grpclimit.ServerOptions{}},
+		{"nil Func", partitioned.Func(nil), grpclimit.ServerOptions{}},
 		{"negative MaxWait", ok, grpclimit.ServerOptions{MaxWait: -1}},
 	} {
 		if i, err := grpclimit.UnaryServerInterceptor(c.l, c.o); !errors.Is(err, ratelimit.ErrInvalidConfig) || i != nil {

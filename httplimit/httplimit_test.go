@@ -406,7 +406,7 @@ func TestMiddlewareInvalid(t *testing.T) {
 	}{
 		{"nil limiter", nil, httplimit.Options{}},
 		{"nil *partitioned.Limiter", nilPartitioned, httplimit.Options{}},
-		{"nil KeyedFunc", partitioned.Func(nil), httplimit.Options{}},
+		{"nil Func", partitioned.Func(nil), httplimit.Options{}},
 		{"Global(nil)", partitioned.Global(nil), httplimit.Options{}},
 		{"StatusCode 99", l, httplimit.Options{StatusCode: 99}},
 		{"StatusCode 200", l, httplimit.Options{StatusCode: 200}},
@@ -490,8 +490,8 @@ func TestTransportInvalid(t *testing.T) {
 }
 
 // TestMiddlewareKeyedOfAnyKind: one global limit shared by every client
-// (Global), and a per-client limit chained with a global one (KeyedFunc),
-// both through Middleware; a KeyedFunc that returns no limiter answers 503.
+// (Global), and a per-client limit chained with a global one (partitioned.Func),
+// both through Middleware; a partitioned.Func that returns no limiter answers 503.
 func TestMiddlewareKeyedOfAnyKind(t *testing.T) {
 	global, err := memory.New(fixedwindow.Config{Limit: 2, Window: time.Hour})
 	if err != nil {

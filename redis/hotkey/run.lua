@@ -1,0 +1,2 @@
+-- The end of every script: one decision (see lease.lua).
+return decide()
