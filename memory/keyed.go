@@ -19,10 +19,9 @@ import (
 // Each key's state is kept inline in the index, a table whose slot holds
 // the key (its bytes are the caller's string's, not copied, as a Go map's
 // key) and the state: 48 bytes for a token bucket, about 100 per key in
-// all at 1,000,000 keys. A
-// decision on a known key allocates nothing. A key whose Wait queues, and
-// every key of a concurrency limit, is held by a limiter of its own while
-// that lasts.
+// all at 1,000,000 keys. A decision on a known key allocates nothing. A
+// key whose Wait queues, and every key of a concurrency limit, is held by
+// a limiter of its own while that lasts.
 //
 // One sweeper evicts the keys that have been idle (back in their initial
 // state, nobody waiting, no call in flight) for the idle timeout

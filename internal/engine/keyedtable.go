@@ -2,15 +2,16 @@ package engine
 
 // The index of a store's shard is a hand-written open-addressing table
 // (linear probing, backward-shift deletion) whose slot holds the key and
-// its model's state: 40 bytes for a token bucket. BenchmarkPartitioned (the
-// bench module's, one run, 1,000,000 keys) is what keeps it over a Go map
-// per shard of the same entries, map[string]entry: a swiss table reads a
-// group's control word and then the slot, on another cache line for
-// entries this large, and a decision looks the key up twice (read, then
-// store), where here it reads one slot (one line, or two adjacent) and
-// writes the state in place. The map took 1.35x go-limiter's time per
-// decision in creation order and 1.27x in random order, with 117 bytes per
-// key; this table 0.8x and 0.9x, with 84 bytes (the figures in README.md).
+// its model's state: 48 bytes for a token bucket. BenchmarkPartitioned (the
+// bench module's, 1,000,000 keys) is what keeps it over the plainest
+// structure, a Go map per shard, map[string]entry, measured first: a swiss
+// table reads a group's control word and then the slot, on another cache
+// line for entries this large, and a decision looks the key up twice (read,
+// then store back), where here it reads one slot (one line, or two
+// adjacent) and writes the state in place. In one run the map took 1.35x
+// go-limiter's time per decision in creation order and 1.27x in random
+// order, with 117 bytes per key; this table takes 0.97x and 0.96x
+// (medians of 5 alternated rounds), with 101 bytes (README.md).
 
 // slot is one key of a shard and its state; used is false in an empty
 // slot. The key shares the caller's bytes, as a Go map's key does. h is
