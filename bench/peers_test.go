@@ -304,7 +304,9 @@ func BenchmarkRedisMemoryPerKey(b *testing.B) {
 // keys; and the heap per key of each. The keys are taken in the order they
 // were created (which lets the processor prefetch what was allocated in
 // that order) and in a random order (every key's state a cache miss).
-// limitkit-limiters-alone is the floor under limitkit's figures: Acquire
+// limitkit is partitioned over a memory.Factory's limiters;
+// limitkit-keyed is memory.NewKeyed, each key's state inline in its index.
+// limitkit-limiters-alone is the floor under partitioned's figures: Acquire
 // on the same memory limiters held in a slice, in the same orders, with no
 // key to look up (its heap per key is the limiter and its slot in the
 // slice).
@@ -354,6 +356,17 @@ func BenchmarkPartitioned(b *testing.B) {
 			}
 		}, func(k string) { p.Acquire(ctx, k, 1) })
 		p.Close()
+	})
+	b.Run("limitkit-keyed", func(b *testing.B) {
+		var k *memory.Keyed
+		run(b, func() {
+			k, _ = memory.NewKeyed(tokenbucket.Config{Rate: 1e9, Burst: 1 << 40},
+				memory.WithIdleTimeout(time.Hour), memory.WithMaxKeys(2*keys))
+			for _, key := range names {
+				k.Acquire(ctx, key, 1)
+			}
+		}, func(key string) { k.Acquire(ctx, key, 1) })
+		k.Close()
 	})
 	b.Run("limitkit-limiters-alone", func(b *testing.B) {
 		f, _ := memory.NewFactory(tokenbucket.Config{Rate: 1e9, Burst: 1 << 40})

@@ -51,3 +51,25 @@ func ExampleFactory() {
 	// Output:
 	// true false true
 }
+
+// A limit of 2 per hour for each client IP: each key decides as a limiter
+// of its own would, and is forgotten once idle.
+func ExampleNewKeyed() {
+	perIP, err := memory.NewKeyed(fixedwindow.Config{Limit: 2, Window: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	defer perIP.Close()
+	ctx := context.Background()
+	for _, ip := range []string{"192.0.2.1", "192.0.2.1", "192.0.2.1", "192.0.2.2"} {
+		lease, _ := perIP.Acquire(ctx, ip, 1)
+		fmt.Println(ip, lease.Acquired(), lease.Remaining())
+	}
+	fmt.Printf("%+v\n", perIP.Stats())
+	// Output:
+	// 192.0.2.1 true 1
+	// 192.0.2.1 true 0
+	// 192.0.2.1 false 0
+	// 192.0.2.2 true 1
+	// {Keys:2 Created:2 Evicted:0 Refused:0}
+}

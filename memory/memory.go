@@ -6,7 +6,8 @@
 // redis.New(client, key, cfg) takes the same configs and makes the same
 // decisions, with the state shared by every process. NewFactory makes many
 // small limiters of one config, for example one per partition of a
-// partitioned limiter.
+// partitioned limiter. NewKeyed keeps a limit per key (per user, per
+// client IP) with each key's state inline in its index: a ratelimit.Keyed.
 //
 // Time is read from the monotonic clock against a fixed base instant (cheaper
 // than time.Now, and immune to wall-clock jumps), so instants are nanoseconds
@@ -77,10 +78,14 @@ type Limiter interface {
 	Reset(ctx context.Context) error
 }
 
-// Option configures New.
+// Option configures New, NewFactory and NewKeyed.
 type Option func(*options)
 
-type options struct{ clock ratelimit.Clock }
+type options struct {
+	clock   ratelimit.Clock
+	idle    time.Duration // NewKeyed's
+	maxKeys int           // NewKeyed's
+}
 
 // WithClock makes the limiter read time and set timers from c instead of the
 // system's monotonic clock. For tests: see ratelimittest.Clock.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/memory"
-	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/redis"
 	"github.com/limitkit/ratelimit/waittrace"
 	goredis "github.com/redis/go-redis/v9"
@@ -27,18 +26,29 @@ type Factory interface {
 // Backend makes the Factory of a policy's limiters. When the Factory is a
 // control.Reconfigure, the Registry applies a change of the policy's
 // configuration (same algorithm) to it, which must apply it to the limiters
-// it made (memory's and redis's do), and to the partitioned limiter;
-// otherwise it replaces the limiters. When the Factory is an io.Closer, the
+// it made (memory's and redis's do), and to the partitioned limiter (or
+// Memory's memory.Keyed); otherwise it replaces the limiters. When the Factory is an io.Closer, the
 // Registry closes it once it no longer uses it: after closing the limiters
 // it made, when the policy is deleted, its limiters are replaced or the
 // Registry is closed (so that what the Factory holds for the policy, its
 // metrics say, goes with it).
 type Backend func(p Policy) (Factory, error)
 
-// Memory is the backend of limiters in the process (memory.NewFactory):
-// each process counts on its own.
+// Memory is the backend of limiters in the process: each process counts
+// on its own. The Registry keeps a policy's keys in a memory.Keyed (each
+// key's state inline in its index; Options.IdleTimeout and MaxPartitions
+// apply as memory.WithIdleTimeout and WithMaxKeys), which applies a change
+// of configuration to every key at once; its Factory is a memory.Factory
+// of the policy's config, for a limiter of one key made outside the
+// Registry.
 func Memory(opts ...memory.Option) Backend {
-	return func(p Policy) (Factory, error) { return memory.NewFactory(p.Config, opts...) }
+	return func(p Policy) (Factory, error) {
+		f, err := memory.NewFactory(p.Config, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &memoryFactory{Factory: f, opts: opts}, nil
+	}
 }
 
 // Redis is the backend of limiters in Redis (redis.NewFactory), shared by
@@ -66,7 +76,8 @@ type Options struct {
 	// Backend makes the limiters; Memory() when nil.
 	Backend Backend
 	// IdleTimeout and MaxPartitions configure each policy's partitioned
-	// limiter (see partitioned.Config); zero means its defaults.
+	// limiter (see partitioned.Config), or memory.Keyed (Memory's); zero
+	// means their defaults.
 	IdleTimeout   time.Duration
 	MaxPartitions int
 	// OnError, if set, receives the errors of reloads that follow the
@@ -80,8 +91,8 @@ type Options struct {
 // Registry makes the decisions of a store's policies: (policy, key,
 // calling application) → a limiter's lease. It keeps one
 // partitioned.Limiter per policy, a partition per key (one partition,
-// "global", for a Global policy), made by the Backend, and follows the
-// store (Store.Watch):
+// "global", for a Global policy), made by the Backend (a memory.Keyed for
+// Memory's), and follows the store (Store.Watch):
 //
 //   - a change of configuration of the same algorithm and key is applied in
 //     place (control.Reconfigure): the live limiters keep their state by
@@ -111,7 +122,7 @@ type Registry struct {
 
 type entry struct {
 	policy  atomic.Pointer[Policy]
-	lim     *partitioned.Limiter
+	lim     limits
 	factory Factory
 	global  bool
 }
@@ -287,11 +298,7 @@ func (r *Registry) newEntry(p Policy) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy: making the limiters of %q: %w", p.Name, err)
 	}
-	lim, err := partitioned.New(partitioned.Config{
-		New:           f.ForKey,
-		IdleTimeout:   r.opts.IdleTimeout,
-		MaxPartitions: r.opts.MaxPartitions,
-	})
+	lim, err := r.newLimits(p, f)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("policy: making the limiters of %q: %w", p.Name, err), closeFactory(f))
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/httplimit"
-	"github.com/limitkit/ratelimit/partitioned"
+	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
@@ -363,7 +363,7 @@ func TestRegistryConcurrentChanges(t *testing.T) {
 }
 
 // BenchmarkRegistry measures what a policy lookup adds to a decision: the
-// same partitioned memory limiter asked directly, and through the registry.
+// same memory.Keyed asked directly, and through the registry.
 func BenchmarkRegistry(b *testing.B) {
 	ctx := context.Background()
 	cfg := tokenbucket.Config{Rate: 1e9, Burst: 1 << 30}
@@ -372,14 +372,11 @@ func BenchmarkRegistry(b *testing.B) {
 		keys[i] = "user-" + string(rune('A'+i%26)) + string(rune('a'+i/26%26)) + string(rune('0'+i/676))
 	}
 	b.Run("plain", func(b *testing.B) {
-		s := NewMemoryStore()
-		f, _ := Memory()(Policy{Config: cfg})
-		lim, err := partitioned.New(partitioned.Config{New: f.ForKey})
+		lim, err := memory.NewKeyed(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer lim.Close()
-		_ = s
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {

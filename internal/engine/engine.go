@@ -39,10 +39,13 @@ type Limiter interface {
 
 // Builder makes the limiters of one configuration: First is the limiter
 // allocated with the part they share, Next allocates a new one in its
-// initial state. Reconfiguring any of them reconfigures all.
+// initial state. Reconfiguring any of them reconfigures all. Keyed makes a
+// store of a state per key instead (see keyed.go); it uses the Builder's
+// configuration, and First and Next are then not to be used.
 type Builder interface {
 	First() Limiter
 	Next() Limiter
+	Keyed(idleTimeout time.Duration, maxKeys int64) Keyed
 }
 
 // Model is an algorithm's reference model over its state S: a pure step

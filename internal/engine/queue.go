@@ -39,6 +39,14 @@ func (l *limiter[S]) Wait(ctx context.Context, permits int) (ratelimit.Lease, er
 		}
 	}
 	l.mu.Unlock()
+	return l.waitSlow(ctx, permits)
+}
+
+// waitSlow is Wait once permits are not granted at once: it queues, or
+// answers at once (a refusal, a grant after a Reconfigure), and tells its
+// queueing to ctx's waittrace hooks. A keyed store calls it for a key whose
+// state it has just moved into l.
+func (l *limiter[S]) waitSlow(ctx context.Context, permits int) (ratelimit.Lease, error) {
 	w, lease, err := l.enqueue(ctx, int64(permits))
 	if w == nil {
 		return lease, err

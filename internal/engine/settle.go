@@ -87,3 +87,75 @@ func (l *limiter[S]) Settle(ctx context.Context, lease ratelimit.Lease, actual i
 	}
 	return nil
 }
+
+// Settle settles lease, a reservation of a grant of key (see
+// control.Settle), as a limiter's Settle does: a held key's limiter
+// settles it; a key in the table has its state given back
+// (model.Refund) or charged (model.Charge). A charge of a key without an
+// entry (evicted, back in its initial state) makes one, so that the debt
+// is counted; when MaxKeys are busy the settlement is an error wrapping
+// ErrNoRoom... see settleStore.
+func (k keyOf[S]) Settle(ctx context.Context, lease ratelimit.Lease, actual int) error {
+	return k.s.settle(ctx, k.key, lease, actual)
+}
+
+// settle is keyOf's Settle.
+func (s *store[S]) settle(ctx context.Context, key string, lease ratelimit.Lease, actual int) error {
+	grant, n, err := lease.CheckSettle(ctx, actual)
+	if err != nil {
+		return err
+	}
+	c := s.p.cur.Load()
+	if !c.has(Charges) {
+		return fmt.Errorf("memory: a %T limit has no cost to settle (its permits come back on Release): %w", c.cfg, errors.ErrUnsupported)
+	}
+	o := grant.Outcome()
+	t, ok := o.Grows.(*grantTag[S])
+	if !ok || o != &t.c.infos[0] || t.c.cur != c.cur {
+		return fmt.Errorf("%w: not a grant of this limiter", ratelimit.ErrInvalidLease)
+	}
+	sh, h := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.closed {
+		return ratelimit.ErrClosed
+	}
+	if hd := sh.held[key]; hd != nil {
+		return hd.l.Settle(ctx, lease, actual)
+	}
+	now := s.now()
+	s.sync(sh, now)
+	i, found := sh.find(key, h)
+	if !found && actual > n && !s.admit(sh) {
+		return fmt.Errorf("memory: the key %q has no entry to count a charge in, and MaxKeys are busy: %w", key, errNoRoom)
+	}
+	if err := lease.ClaimSettlement(); err != nil {
+		if !found && actual > n {
+			s.live.Add(-1) // admitted for nothing
+		}
+		return err
+	}
+	m := sh.c.model
+	switch {
+	case actual < n:
+		// A key without an entry is initial: nothing to give back. The
+		// token is the grant's instant; one under a replaced
+		// configuration is not recognised.
+		if at, ok := (&sh.c.infos[0]).Token(grant); ok && found {
+			sl := &sh.slots[i]
+			sl.s = m.Refund(sl.s, now, int64(at), int64(n-actual))
+		}
+	case actual > n:
+		charge := min(int64(actual-n), check.MaxLimit)
+		if found {
+			sl := &sh.slots[i]
+			sl.s = m.Charge(sl.s, now, charge)
+		} else {
+			sh.insert(key, h, m.Charge(m.Initial(), now, charge))
+		}
+	}
+	return nil
+}
+
+// errNoRoom is wrapped by a settlement that cannot count its charge.
+var errNoRoom = errors.New("no room for the key")
