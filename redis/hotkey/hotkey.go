@@ -12,17 +12,13 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"golang.org/x/time/rate"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/internal/backend"
 	"github.com/limitkit/ratelimit/internal/base"
 	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/redis"
-	"github.com/limitkit/ratelimit/slidinglog"
-	"github.com/limitkit/ratelimit/tokenbucket"
 	"github.com/limitkit/ratelimit/waittrace"
 )
 
@@ -114,32 +110,45 @@ func New(client goredis.UniversalClient, key string, cfg ratelimit.Config, opts 
 	l := &Limiter{client: client, capacity: cfg.Capacity(), expiry: o.expiry, expiryUS: int64(o.expiry / time.Microsecond),
 		queue: cfg.QueueOptions(), o: o, done: make(chan struct{}), idBase: strconv.FormatUint(rand.Uint64(), 36)}
 	l.minValidUS = l.expiryUS / 10
-	l.target = o.expiry / 2
 	base := o.prefix + "{" + key + "}"
-	var limit int64
-	switch c := cfg.(type) {
-	case tokenbucket.Config:
-		l.script, l.keys, limit = scripts["tokenbucket"], []string{base + ":tbl", base + ":tbl:l"}, int64(c.Burst)
-		l.unlimited = c.Rate == rate.Inf
-	case fixedwindow.Config:
-		l.script, l.keys, limit = scripts["fixedwindow"], []string{base + ":fwl", base + ":fwl:l"}, int64(c.Limit)
-	case slidinglog.Config:
-		l.script, l.keys, limit = scripts["slidinglog"], []string{base + ":sll", base + ":sll:l", base + ":sll:g"}, int64(c.Limit)
-		// Its leases' permits are logged from their debit to their
-		// return: short leases are logged soon after their spends.
-		l.target = o.expiry / 8
-	default:
+	m, ok := modes[d.Name()]
+	if !ok {
 		return nil, fmt.Errorf("%w: hotkey: %T: leases serve a token bucket, a fixed window or a sliding log only (see the package doc)", ratelimit.ErrInvalidConfig, cfg)
 	}
-	l.params = enc.Args
-	if _, ok := cfg.(tokenbucket.Config); ok {
-		l.params = enc.Args[:4] // rate, burst, period, per period
+	l.script, l.unlimited = scripts[m.script], enc.Unlimited
+	for _, suffix := range m.suffixes {
+		l.keys = append(l.keys, base+suffix)
 	}
+	l.target = o.expiry / m.share
+	l.params = enc.Args
+	if m.params > 0 {
+		l.params = enc.Args[:m.params]
+	}
+	limit := cfg.Capacity()
 	l.maxHeld = int64(math.Floor(o.share * float64(limit)))
 	l.infos = backend.MakeOutcomes(l.capacity)
 	l.infos.SetGrows(d.Grows())
 	l.used.Store(l.now().UnixNano())
 	return l, nil
+}
+
+// leaseMode is how leases serve an algorithm, by its name: its script
+// here, its keys' suffixes, how many of its Redis parameters (the exact
+// script's) the script reads (0: all), and the part of an expiry of
+// demand a lease holds (target = expiry / share).
+type leaseMode struct {
+	script   string
+	suffixes []string
+	params   int
+	share    time.Duration
+}
+
+var modes = map[string]leaseMode{
+	"tokenbucket": {"tokenbucket", []string{":tbl", ":tbl:l"}, 4, 2}, // rate, burst, period, per period
+	"fixedwindow": {"fixedwindow", []string{":fwl", ":fwl:l"}, 0, 2},
+	// A sliding log's leased permits are logged from their debit to their
+	// return: short leases are logged soon after their spends.
+	"slidinglog": {"slidinglog", []string{":sll", ":sll:l", ":sll:g"}, 0, 8},
 }
 
 // now is the limiter's local time.
