@@ -23,6 +23,7 @@ const (
 
 var reasonNames = [...]string{"none", "limit reached", "queue full", "evicted", "deadline unreachable", "closed", "backend unavailable", "no partition available"}
 
+// String is the reason in a few words, for logs: "limit reached".
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
 		return reasonNames[r]

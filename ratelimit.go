@@ -84,6 +84,7 @@ const (
 	NewestFirst
 )
 
+// String is the order's name: "OldestFirst" or "NewestFirst".
 func (o QueueOrder) String() string {
 	switch o {
 	case OldestFirst:

@@ -37,8 +37,16 @@ import (
 // on one Redis key) share their leases' outcome and cannot tell each
 // other's grants apart, and a second refund of a grant gives its permits
 // again. ratelimit.Chain uses it to make an attempt that a later member
-// refuses spend nothing of the earlier ones.
+// refuses spend nothing of the earlier ones. A reservation (Reserve) is
+// refunded by settling it (Settle) at its permits less these: once, as a
+// settlement is.
 func Refund(ctx context.Context, l ratelimit.Limiter, lease ratelimit.Lease, permits int) error {
+	if _, n, ok := lease.Reservation(); ok {
+		if permits < 0 {
+			return fmt.Errorf("%w: %d is negative", ratelimit.ErrInvalidPermits, permits)
+		}
+		return Settle(ctx, l, lease, max(n-permits, 0))
+	}
 	r, err := find[interface {
 		Refund(ctx context.Context, lease ratelimit.Lease, permits int) error
 	}](l, "Refund")

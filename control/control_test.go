@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/control"
+	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 )
 
@@ -77,5 +79,69 @@ func TestCapabilities(t *testing.T) {
 	}
 	if st, _ := control.Stats(r); st.Available != 3 {
 		t.Fatalf("after Reconfigure: %+v, want 3 available", st)
+	}
+}
+
+// A reservation refunded through control is settled at what it keeps,
+// once: a second refund, or a settlement after it, gives nothing more.
+func TestRefundOfAReservation(t *testing.T) {
+	ctx := context.Background()
+	inner, err := memory.New(fixedwindow.Config{Limit: 10, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	r, err := control.Reserve(ctx, inner, 4)
+	if err != nil || !r.Acquired() {
+		t.Fatalf("Reserve(4): %v, %v", r, err)
+	}
+	if err := control.Refund(ctx, inner, r, 3); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := control.Stats(inner); st.Available != 9 {
+		t.Fatalf("after refunding 3 of a reservation of 4: %d available, want 9", st.Available)
+	}
+	if err := control.Refund(ctx, inner, r, 1); !errors.Is(err, ratelimit.ErrInvalidLease) {
+		t.Fatalf("a second refund: %v, want ErrInvalidLease", err)
+	}
+	if err := control.Settle(ctx, inner, r, 0); !errors.Is(err, ratelimit.ErrInvalidLease) {
+		t.Fatalf("a settlement after the refund: %v, want ErrInvalidLease", err)
+	}
+	if st, _ := control.Stats(inner); st.Available != 9 {
+		t.Fatalf("after the refused calls: %d available, want 9", st.Available)
+	}
+}
+
+// A Chain of a rate limit and a concurrency limit settles its rate member
+// and leaves the concurrency member's grant, held until Release, alone.
+func TestChainSettlesBesideAConcurrencyMember(t *testing.T) {
+	ctx := context.Background()
+	win, err := memory.New(fixedwindow.Config{Limit: 10, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer win.Close()
+	conc, err := memory.New(concurrency.Config{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conc.Close()
+	c := ratelimit.Chain(win, conc)
+	r, err := control.Reserve(ctx, c, 5)
+	if err != nil || !r.Acquired() {
+		t.Fatalf("Reserve(5): %v, %v", r, err)
+	}
+	if err := control.Settle(ctx, c, r, 1); err != nil {
+		t.Fatalf("Settle: %v, want the window settled", err)
+	}
+	if st, _ := control.Stats(win); st.Available != 9 {
+		t.Fatalf("window: %d available, want 9 (4 given back)", st.Available)
+	}
+	if st, _ := control.Stats(conc); st.Available != 5 {
+		t.Fatalf("concurrency: %d available, want 5 (held until Release)", st.Available)
+	}
+	r.Release()
+	if st, _ := control.Stats(conc); st.Available != 10 {
+		t.Fatalf("concurrency after Release: %d available, want 10", st.Available)
 	}
 }

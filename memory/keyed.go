@@ -102,8 +102,8 @@ func (k *Keyed) Wait(ctx context.Context, key string, permits int) (ratelimit.Le
 // For returns the limiter of key, for Chain or for code written against
 // ratelimit.Limiter. Through package control it refunds (a grant of this
 // key: the leases of every key share the configuration, as a Factory's
-// limiters do, so a grant refunded to another key is taken as that key's)
-// and resets; it reports IdleFor (a key without an entry is idle), so it
+// limiters do, so a grant refunded to another key is taken as that key's),
+// settles (control.Settle) and resets; it reports IdleFor (a key without an entry is idle), so it
 // can be a partition of package partitioned. It has no Stats, Reconfigure
 // or Close: those are the Keyed's.
 func (k *Keyed) For(key string) ratelimit.Limiter {

@@ -2,6 +2,7 @@ package partitioned
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/limitkit/ratelimit"
@@ -34,10 +35,16 @@ func (l *Limiter) Settle(ctx context.Context, key string, lease ratelimit.Lease,
 	}
 	if o := grant.Outcome(); o != nil {
 		if g, ok := o.Releaser.(*overflowGrant); ok && g.owner == l && o == &g.o {
+			s, ok := control.As[interface {
+				Settle(context.Context, ratelimit.Lease, int) error
+			}](l.cfg.Overflow)
+			if !ok {
+				return fmt.Errorf("partitioned: the Overflow limiter (%T) cannot settle: %w", l.cfg.Overflow, errors.ErrUnsupported)
+			}
 			if err := lease.ClaimSettlement(); err != nil {
 				return err
 			}
-			return control.Settle(ctx, l.cfg.Overflow, g.lease.Reserve(permits), actual)
+			return s.Settle(ctx, g.lease.Reserve(permits), actual)
 		}
 	}
 	lim, p, _, err := l.get(key)

@@ -88,8 +88,9 @@ func (noLimit) IdleFor() (time.Duration, bool) { return math.MaxInt64, true }
 // VIP key, say) for Config.New to return: partitioned never closes it (its
 // owner does), nor reconfigures or resets it (its Reconfigure and Reset
 // return an error wrapping errors.ErrUnsupported). It unwraps to l, so its
-// other capabilities (Refund, idleness, Stats) are l's. Like any partition's limiter it must be an Idler, and its
-// partitions are idle when it is, so that a refund never finds its
+// other capabilities (Refund, Settle, idleness, Stats) are l's. Like any
+// partition's limiter it must be an Idler, and its partitions are idle
+// when it is, so that a refund never finds its
 // partition gone while the grant still counts: while the shared limiter is
 // busy, none of its partitions can be evicted, so share one between a
 // bounded set of keys (for one limit over every key, chain a global

@@ -468,13 +468,13 @@ func (l *Limiter) IdleFor() (time.Duration, bool) {
 // default); Queued, Granted and Refused are not tracked across processes.
 // When Redis does not answer in time it reports zero Stats: StatsContext
 // reports the error.
-// Backend returns "redis": the backend's name, as metrics label it.
-func (l *Limiter) Backend() string { return "redis" }
-
 func (l *Limiter) Stats() ratelimit.Stats {
 	s, _ := l.StatsContext(context.Background())
 	return s
 }
+
+// Backend returns "redis": the backend's name, as metrics label it.
+func (l *Limiter) Backend() string { return "redis" }
 
 // StatsContext is Stats on ctx (bounded by the limiter's timeout too), with
 // the error: ctx's when it ends first, otherwise one wrapping

@@ -36,8 +36,11 @@ type hooksKey struct{}
 type spanKey struct{}
 
 // WithHooks returns a copy of ctx whose Waits call h, and then the hooks
-// ctx already carried, if any.
+// ctx already carried, if any. A nil h returns ctx.
 func WithHooks(ctx context.Context, h *Hooks) context.Context {
+	if h == nil {
+		return ctx
+	}
 	if old, _ := ctx.Value(hooksKey{}).(*Hooks); old != nil {
 		h = compose(h, old)
 	}

@@ -90,3 +90,15 @@ func TestWithHooksComposes(t *testing.T) {
 		t.Fatalf("told in order %v, want second then first", order)
 	}
 }
+
+// Nil hooks change nothing: the hooks already there are told.
+func TestWithNilHooks(t *testing.T) {
+	var l log
+	ctx := waittrace.WithHooks(waittrace.WithHooks(context.Background(), l.hooks()), nil)
+	_, span := waittrace.Begin(ctx, 1)
+	span.Join(time.Now())
+	span.Done(time.Now(), true, nil)
+	if l.queued != 1 || l.dequeued != 1 {
+		t.Fatalf("told %+v; want once each", l)
+	}
+}

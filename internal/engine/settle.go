@@ -132,6 +132,7 @@ func (s *store[S]) settle(ctx context.Context, key string, lease ratelimit.Lease
 	if err := lease.ClaimSettlement(); err != nil {
 		if !found && actual > n {
 			s.live.Add(-1) // admitted for nothing
+			s.created.Add(-1)
 		}
 		return err
 	}
