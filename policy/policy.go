@@ -138,8 +138,8 @@ type Policy struct {
 	// or '-', and not . or .. (it appears in URLs and Redis keys).
 	Name string
 	// Config is the algorithm's configuration: a tokenbucket.Config,
-	// fixedwindow.Config, slidingwindow.Config, slidinglog.Config or
-	// concurrency.Config (values, not pointers).
+	// fixedwindow.Config, slidingwindow.Config, slidinglog.Config,
+	// concurrency.Config or quota.Config (values, not pointers).
 	Config ratelimit.Config
 	// Key says what the limit is counted by: Global for one limit shared by
 	// every caller, or the name of the key the caller passes ("user", "ip",
