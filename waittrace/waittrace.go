@@ -13,6 +13,7 @@ package waittrace
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -74,9 +75,12 @@ type Span struct {
 	h       *Hooks
 	ctx     context.Context
 	permits int
-	outer   *Span // a Span begun on ctx before this one: it tells
-	queued  bool
-	since   time.Time
+	outer   *Span         // a Span begun on ctx before this one: it tells
+	told    bool          // Queued was told (an outer Span's)
+	queued  bool          // this Span joined, at since, and is not done
+	since   time.Time     // on the clock of the limiter that joined
+	spent   time.Duration // queued in the inner Spans done (each on its own clock)
+	mu      sync.Mutex    // guards told and spent, which inner Spans write
 }
 
 // Begin starts the Span of a Wait for permits on ctx, and returns the ctx
@@ -99,32 +103,56 @@ func Begin(ctx context.Context, permits int) (context.Context, *Span) {
 }
 
 // Join marks that the Wait joins a queue, or starts a sleep, at now (the
-// limiter's clock): the first Join of a Wait tells Queued.
+// limiter's clock): the first Join of a Wait, or of any Wait begun inside
+// it, tells Queued.
 func (s *Span) Join(now time.Time) {
-	if s == nil {
+	if s == nil || s.queued {
 		return
 	}
-	if s.outer != nil {
-		s.outer.Join(now)
-		return
+	s.queued, s.since = true, now
+	top := s
+	for top.outer != nil {
+		top = top.outer
 	}
-	if !s.queued {
-		s.queued, s.since = true, now
-		if s.h.Queued != nil {
-			s.h.Queued(s.ctx, s.permits)
-		}
+	top.mu.Lock()
+	tell := !top.told
+	top.told = true
+	top.mu.Unlock()
+	if tell && top.h.Queued != nil {
+		top.h.Queued(top.ctx, top.permits)
 	}
 }
 
-// Done marks that the Wait is answered at now, granted or not, with err:
-// when it joined, Dequeued is told the time since. A Span begun inside
-// another Wait's leaves that to the outer one.
+// Done marks that the Wait is answered at now, granted or not, with err.
+// A Span begun inside another Wait's adds the time it spent queued (from
+// its Join, on its own limiter's clock) to the outer one's; the outer one,
+// when it or an inner one joined, tells Dequeued the time spent queued in
+// all.
 func (s *Span) Done(now time.Time, granted bool, err error) {
-	if s == nil || s.outer != nil || !s.queued {
+	if s == nil {
 		return
 	}
-	s.queued = false
-	if s.h.Dequeued != nil {
-		s.h.Dequeued(s.ctx, s.permits, max(now.Sub(s.since), 0), granted, err)
+	var d time.Duration
+	if s.queued {
+		s.queued = false
+		d = max(now.Sub(s.since), 0)
+	}
+	if s.outer != nil {
+		top := s.outer
+		for top.outer != nil {
+			top = top.outer
+		}
+		top.mu.Lock()
+		top.spent += d
+		top.mu.Unlock()
+		return
+	}
+	s.mu.Lock()
+	told := s.told
+	d += s.spent
+	s.told, s.spent = false, 0
+	s.mu.Unlock()
+	if told && s.h.Dequeued != nil {
+		s.h.Dequeued(s.ctx, s.permits, d, granted, err)
 	}
 }

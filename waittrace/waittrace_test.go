@@ -59,21 +59,41 @@ func TestNotJoinedTellsNothing(t *testing.T) {
 }
 
 // A Wait made inside another (a Chain's on its member) is told as the
-// outer one: one Queued, one Dequeued, when the outer one is done.
+// outer one: one Queued, one Dequeued when the outer one is done, with the
+// time queued in each, each measured on its own limiter's clock (an inner
+// one on a fake clock far from the outer's).
 func TestNested(t *testing.T) {
+	var l log
+	ctx, outer := waittrace.Begin(waittrace.WithHooks(context.Background(), l.hooks()), 1)
+	_, inner := waittrace.Begin(ctx, 1)
+	fake := time.Unix(2_000_000_000, 0)
+	inner.Join(fake)
+	inner.Done(fake.Add(time.Second), true, nil)
+	if l.queued != 1 || l.dequeued != 0 {
+		t.Fatalf("after the inner Wait: %+v; want Queued once, no Dequeued yet", l)
+	}
+	_, again := waittrace.Begin(ctx, 1) // queued in a member a second time
+	again.Join(fake.Add(2 * time.Second))
+	again.Done(fake.Add(4*time.Second), true, nil)
+	t0 := time.Unix(100, 0)
+	outer.Join(t0) // and asleep itself, on the system clock
+	outer.Done(t0.Add(3*time.Second), true, nil)
+	if l.queued != 1 || l.dequeued != 1 || l.d != 6*time.Second {
+		t.Fatalf("after the outer Wait: %+v; want once each, 1s + 2s + 3s queued", l)
+	}
+}
+
+// An outer Wait that never joined, but whose inner one did, is told.
+func TestNestedOnlyInner(t *testing.T) {
 	var l log
 	ctx, outer := waittrace.Begin(waittrace.WithHooks(context.Background(), l.hooks()), 1)
 	_, inner := waittrace.Begin(ctx, 1)
 	t0 := time.Unix(100, 0)
 	inner.Join(t0)
 	inner.Done(t0.Add(time.Second), true, nil)
-	if l.queued != 1 || l.dequeued != 0 {
-		t.Fatalf("after the inner Wait: %+v; want Queued once, no Dequeued yet", l)
-	}
-	outer.Join(t0.Add(2 * time.Second))
-	outer.Done(t0.Add(5*time.Second), true, nil)
-	if l.queued != 1 || l.dequeued != 1 || l.d != 5*time.Second {
-		t.Fatalf("after the outer Wait: %+v; want once each, 5s queued", l)
+	outer.Done(time.Unix(0, 0), false, nil)
+	if l.queued != 1 || l.dequeued != 1 || l.d != time.Second || l.granted {
+		t.Fatalf("told %+v; want once each, 1s queued, refused", l)
 	}
 }
 
