@@ -179,11 +179,12 @@ func (r *results) chooseExact() (choice, bool) {
 	return c, true
 }
 
-// chooseConcurrency: concurrent work is the algorithms that are no rate.
+// chooseConcurrency: concurrent work is the algorithms that are no rate
+// and no calendar quota.
 func (r *results) chooseConcurrency() (choice, bool) {
 	var picked []string
 	for _, a := range algorithms() {
-		if a.rate {
+		if a.rate || a.calendar {
 			continue
 		}
 		if _, ok := r.costAt(a.name, "memory", 1, 0); ok {

@@ -185,9 +185,9 @@ func TestProgram(t *testing.T) {
 	// The first screen names what the algorithms' definitions imply: the
 	// sliding log alone exact in any window, the fixed window the whole
 	// limit in every aligned second, Redis for a fleet.
-	picks := map[string]string{}
+	picks, picked := map[string]string{}, map[string][]string{}
 	for _, c := range res.choices() {
-		picks[c.need] = c.pick
+		picks[c.need], picked[c.need] = c.pick, c.names
 	}
 	for need, want := range map[string]string{"Exact in any window": "slidinglog", "A hard cap per window": "fixedwindow", "Concurrent work (in flight, not per second)": "concurrency"} {
 		if picks[need] != want {
@@ -196,6 +196,62 @@ func TestProgram(t *testing.T) {
 	}
 	if !strings.Contains(picks["One limit for a fleet"], "Redis") {
 		t.Errorf("first screen: a fleet chooses %q", picks["One limit for a fleet"])
+	}
+
+	// The calendar quota: measured in the cost and memory sections, in no
+	// scenario of seconds, not chosen for concurrent work; the sections it
+	// is missing from say why.
+	calendar := 0
+	for _, a := range algorithms() {
+		if !a.calendar {
+			continue
+		}
+		calendar++
+		if a.rate {
+			t.Errorf("%s is both a rate and a calendar quota", a.name)
+		}
+		for _, x := range res.accuracy {
+			if x.algorithm == a.name {
+				t.Errorf("%s has an accuracy run (%s on %s)", a.name, x.traffic, x.backend)
+			}
+		}
+		for _, x := range res.scaleOuts {
+			if x.algorithm == a.name {
+				t.Errorf("%s has a scale-out run on %s", a.name, x.backend)
+			}
+		}
+		for _, g := range []int{1, 8} {
+			if _, ok := res.costAt(a.name, "memory", g, 0); !ok {
+				t.Errorf("%s: no cost in memory at %d goroutines", a.name, g)
+			}
+		}
+		for _, b := range res.backends {
+			if _, ok := res.footprintOf(a.name, b); !ok {
+				t.Errorf("%s: no memory per key on %s", a.name, b)
+			}
+		}
+		if slices.Contains(picked["Concurrent work (in flight, not per second)"], a.name) {
+			t.Errorf("first screen: concurrent work chooses %s", a.name)
+		}
+		row := "| " + a.name + " |"
+		for _, h := range []string{"## Memory per key", "## Cost per decision in memory"} {
+			if !strings.Contains(mdSection(stdout, h), row) {
+				t.Errorf("%s: no %s row", h, a.name)
+			}
+		}
+		for _, h := range []string{"## Accuracy: steady overload", "## Scale-out: three replicas"} {
+			if strings.Contains(mdSection(stdout, h), row) {
+				t.Errorf("%s: a %s row", h, a.name)
+			}
+		}
+		for _, h := range []string{"## The algorithms", "## Scale-out: three replicas"} {
+			if !strings.Contains(mdSection(stdout, h), "The calendar quota ("+a.name+", ") {
+				t.Errorf("%s does not say why %s is in no accuracy or scale-out section", h, a.name)
+			}
+		}
+	}
+	if calendar == 0 {
+		t.Error("no calendar quota among the algorithms")
 	}
 
 	var sum time.Duration

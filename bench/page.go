@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/limitkit/ratelimit/quota"
 )
 
 // cell is a table cell: its text and, for a measured figure, the key of
@@ -96,6 +98,9 @@ func (r *results) algorithmsSection() (section, bool) {
 	s := section{id: "algorithms", title: "The algorithms",
 		paras: []string{fmt.Sprintf("Every rate algorithm here has the limit of %d per second. Bursts and admits at most: what each lets through whatever its configuration; most in any 1s: the most this run saw it admit within one second, over the %d scenarios.", limit, len(r.traffics))},
 		table: table{head: []string{"algorithm", "configuration here", "what it does", "bursts", "admits at most", "most in any 1s here", "bytes per key, memory", "bytes per key, " + r.sharedBackend()}}}
+	if note := calendarNote(); note != "" {
+		s.paras = append(s.paras, note)
+	}
 	for _, a := range algorithms() {
 		row := cells(a.name, describe(a.cfg), a.note, a.bursts, a.atMost, "-", "-", "-")
 		if runs, _ := r.runs(a.name); len(runs) > 0 {
@@ -115,6 +120,21 @@ func (r *results) algorithmsSection() (section, bool) {
 		s.table.rows = append(s.table.rows, row)
 	}
 	return s, true
+}
+
+// calendarNote says why the calendar quotas are in no accuracy or
+// scale-out section, and where they are; "" when there is none.
+func calendarNote() string {
+	var notes []string
+	for _, a := range algorithms() {
+		cfg, ok := a.cfg.(quota.Config)
+		if !a.calendar || !ok {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("The calendar quota (%s, %s) is in no accuracy or scale-out section: its period is a calendar %s, and those scenarios run seconds, in which it would admit its whole Limit at once and nothing more until the %s ends; %d a %s is no rate of %d/s. Its memory per key and cost per decision are measured with the others'.",
+			a.name, describe(cfg), cfg.Period, cfg.Period, cfg.Limit, cfg.Period, limit))
+	}
+	return strings.Join(notes, " ")
 }
 
 // accuracySection is one traffic: what was offered, each algorithm's plot
@@ -237,6 +257,9 @@ func (r *results) scaleOutSection() section {
 	s := section{id: "scaleout", title: "Scale-out: three replicas",
 		paras: []string{fmt.Sprintf("Three replicas, each offered %d/s (twice the limit) for %v on one fake clock, each algorithm in the configuration of the accuracy scenarios (The algorithms, above). In memory each replica has a limiter of its own, so together they admit three limits; on %s the three share one key, so they admit one.", int(time.Second/steadyEvery), scaleOutFor, r.sharedName())},
 		table: table{head: []string{"algorithm", "one limit admits", "memory: three limiters", r.sharedName() + ": one shared key"}}}
+	if note := calendarNote(); note != "" {
+		s.paras = append(s.paras, note)
+	}
 	var bars []bar
 	var order []string
 	for _, x := range r.scaleOuts {
@@ -277,7 +300,7 @@ func (r *results) scaleOutSection() section {
 
 func (r *results) memorySection() section {
 	s := section{id: "memory", title: "Memory per key",
-		paras: []string{fmt.Sprintf("Memory: the heap held per limiter after one grant, over %s limiters made by one memory.NewFactory, %d rounds. %s: the growth of the server's used_memory per key over %s keys of 17 bytes plus the algorithm's suffix, one grant each, made on 64 connections and read on one of its own once those are closed, less that connection's buffers (mem_clients_normal); %d rounds, each on a server started for it (unless the run was given one, -redis). The configurations are those of the scenarios (on Redis with an hour-long window or refill, so that no key expires before it is counted). A figure is the median of its rounds, with their range when they differ; it ranks below another only when every round of it did.",
+		paras: []string{fmt.Sprintf("Memory: the heap held per limiter after one grant, over %s limiters made by one memory.NewFactory, %d rounds. %s: the growth of the server's used_memory per key over %s keys of 17 bytes plus the algorithm's suffix, one grant each, made on 64 connections and read on one of its own once those are closed, less that connection's buffers (mem_clients_normal); %d rounds, each on a server started for it (unless the run was given one, -redis). The configurations are those of the scenarios (on Redis with an hour-long window or refill, and the quota counting per year, so that no key expires before it is counted). A figure is the median of its rounds, with their range when they differ; it ranks below another only when every round of it did.",
 			fmtCount(float64(r.memoryKeys("memory"))), heapRounds, r.sharedName(), fmtCount(float64(r.memoryKeys("redis"))), redisHeapRounds)},
 		table: table{head: []string{"algorithm", "memory: bytes per key", "", "redis: bytes per key", ""}}}
 	var order []string
@@ -300,9 +323,12 @@ func (r *results) memorySection() section {
 				continue
 			}
 			row[1+2*i] = cell{fmtBytes(f.bytes), memKey(f)}
-			if a.rate {
+			switch {
+			case a.rate:
 				row[2+2*i].text = verdict(entry{n, f.bytes}, b.es, false, "least", "more")
-			} else {
+			case a.calendar:
+				row[2+2*i].text = "a calendar quota: not ranked"
+			default:
 				row[2+2*i].text = "not a rate: not ranked"
 			}
 			bars = append(bars, bar{name: n, label: n + ", " + b.backend, m: memKey(f), value: f.bytes.median(), lo: f.bytes.lo(), hi: f.bytes.hi(),

@@ -49,6 +49,7 @@ var colours = map[string]string{
 	"slidingwindow-weighted":  "#8c564b",
 	"slidinglog":              "#2ca02c",
 	"concurrency":             "#9467bd",
+	"quota":                   "#393b79",
 	xrateName:                 "#e377c2",
 	peerName:                  "#bcbd22",
 }

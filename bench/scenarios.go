@@ -16,6 +16,7 @@ import (
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/quota"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/redis"
 	"github.com/limitkit/ratelimit/slidinglog"
@@ -37,13 +38,14 @@ func randSource(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed)) }
 // The report keys everything it knows of an algorithm (its colour, its
 // figures) by name.
 type algorithm struct {
-	name  string           // the report's name, one spelling everywhere
-	cfg   ratelimit.Config // what the accuracy and scale-out scenarios run
-	fast  ratelimit.Config // cost: cfg's algorithm with limits no decision reaches
-	kept  ratelimit.Config // memory per key: a key still held an hour after one grant
-	rate  bool             // a rate limit (accuracy scenarios apply)
-	burst int              // permits a fresh limiter admits at once on top of its rate (token buckets start full)
-	note  string           // what the configuration does, in the report's words
+	name     string           // the report's name, one spelling everywhere
+	cfg      ratelimit.Config // what the accuracy and scale-out scenarios run
+	fast     ratelimit.Config // cost: cfg's algorithm with limits no decision reaches
+	kept     ratelimit.Config // memory per key: a key still held an hour after one grant
+	rate     bool             // a rate limit (accuracy scenarios apply)
+	calendar bool             // a calendar quota: its period is a day or more, so neither a rate over seconds (no accuracy or scale-out scenario) nor a concurrency limit
+	burst    int              // permits a fresh limiter admits at once on top of its rate (token buckets start full)
+	note     string           // what the configuration does, in the report's words
 	// What the algorithm lets through, in general (the README's table).
 	bursts, atMost string
 }
@@ -85,6 +87,14 @@ func algorithms() []algorithm {
 			fast: concurrency.Config{Limit: 1 << 40}, kept: concurrency.Config{Limit: limit},
 			note:   "at most 100 held at once; Release gives them back",
 			bursts: "—", atMost: "Limit held at once"},
+		// kept counts per year, not per day: a day's key expires at
+		// midnight, which a run may cross before the key is counted; the
+		// state is the same whatever the period.
+		{name: "quota", calendar: true,
+			cfg:  quota.Config{Limit: limit, Period: quota.Day},
+			fast: quota.Config{Limit: 1 << 50, Period: quota.Day}, kept: quota.Config{Limit: limit, Period: quota.Year},
+			note:   "at most 100 per calendar day (UTC); the count starts again at midnight",
+			bursts: "2×Limit across a period's end", atMost: "Limit per calendar period"},
 	}
 }
 

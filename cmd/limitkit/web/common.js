@@ -53,7 +53,8 @@ function fieldInput(f, attrs, value) {
 // Each algorithm's colour, as in the bench report (bench/report.go's
 // colours; a bench test holds the two equal).
 const COLOURS = {tokenbucket: '#1f77b4', 'tokenbucket-interval': '#17becf', fixedwindow: '#d62728',
-  'slidingwindow-segmented': '#ff7f0e', 'slidingwindow-weighted': '#8c564b', slidinglog: '#2ca02c', concurrency: '#9467bd'};
+  'slidingwindow-segmented': '#ff7f0e', 'slidingwindow-weighted': '#8c564b', slidinglog: '#2ca02c', concurrency: '#9467bd',
+  quota: '#393b79'};
 
 // fieldValue turns an input's text into its JSON value: numbers for numeric
 // fields (text that is not a number is sent as it is, for the server to
