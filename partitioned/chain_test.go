@@ -2,6 +2,7 @@ package partitioned_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -189,5 +190,31 @@ func TestOverflowGrantGoesToItsOwner(t *testing.T) {
 	}
 	if in, out := innerOverflow.Stats(), outerOverflow.Stats(); in.Available != 1 || out.Available != 0 {
 		t.Fatalf("after the refund: inner Overflow %+v, outer %+v; want the grant back in the inner one only", in, out)
+	}
+}
+
+// A refund whose ctx is done gives the permits back all the same, as a
+// memory limiter's Refund does: a request whose client left still spends
+// nothing of what it was refunded.
+func TestRefundWithADoneCtx(t *testing.T) {
+	f, err := memory.NewFactory(fixedwindow.Config{Limit: 2, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPartitioned(t, partitioned.Config{New: f.ForKey})
+	g, err := p.Acquire(bg, "k", 2)
+	if err != nil || !g.Acquired() {
+		t.Fatalf("Acquire(2): %v, %v", g, err)
+	}
+	done, cancel := context.WithCancel(bg)
+	cancel()
+	if err := p.Refund(done, "k", g, 2); err != nil {
+		t.Fatalf("Refund with a done ctx: %v, want nil", err)
+	}
+	if l, _ := p.Acquire(bg, "k", 2); !l.Acquired() {
+		t.Fatalf("after the refund: %v, want both permits back", l)
+	}
+	if err := p.Refund(nil, "k", g, 2); !errors.Is(err, ratelimit.ErrNilContext) {
+		t.Fatalf("Refund with a nil ctx: %v, want ErrNilContext", err)
 	}
 }

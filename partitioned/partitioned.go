@@ -264,9 +264,14 @@ func (l *Limiter) fromOverflow(lease ratelimit.Lease, permits int) ratelimit.Lea
 // until it comes back with time. With memory limiters an idle partition
 // has had it back already; a Redis handle is idle at once, so a refund
 // that comes after its eviction leaves the permits spent (stricter than
-// the limit, never looser).
+// the limit, never looser). A done ctx is passed on as it is: a refund is
+// not a decision (the backend's Refund says what it does with it; memory's
+// gives the permits back all the same).
 func (l *Limiter) Refund(ctx context.Context, key string, lease ratelimit.Lease, permits int) error {
-	if err := l.check(ctx, permits); err != nil {
+	if ctx == nil {
+		return ratelimit.ErrNilContext
+	}
+	if err := l.check(context.WithoutCancel(ctx), permits); err != nil {
 		return err
 	}
 	if l.closed.Load() {
