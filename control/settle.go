@@ -65,9 +65,9 @@ func reserve(ctx context.Context, l ratelimit.Limiter, permits int, wait bool) (
 // limiter is an error wrapping ratelimit.ErrInvalidLease (but limiters
 // made by one Factory, or on one Redis key, cannot tell each other's
 // grants apart, as for Refund: settle a lease on the limiter that made
-// it), and a negative
-// actual one wrapping ratelimit.ErrInvalidPermits: they change nothing (of
-// two concurrent settlements of one lease, exactly one is made). A limiter
+// it), and a negative actual one wrapping ratelimit.ErrInvalidPermits:
+// they change nothing (of two concurrent settlements of one lease, exactly
+// one is made). A limiter
 // that cannot settle returns an error wrapping errors.ErrUnsupported: a
 // concurrency limit, whose lease holds its permits until Release (there
 // is no cost to settle after the work), and FromRate's. A backend that
@@ -77,7 +77,8 @@ func reserve(ctx context.Context, l ratelimit.Limiter, permits int, wait bool) (
 // Every algorithm caps what a limiter counts at 2^53 permits (the bound of
 // every count, exact in Redis's Lua numbers): a charge beyond it is not
 // counted. The memory and redis backends make the same settlements (on
-// Redis in one script run), and a Chain settles each member's grant.
+// Redis in one script run), and a Chain settles each member's grant but a
+// concurrency member's (see ratelimit.Chain's Settle).
 func Settle(ctx context.Context, l ratelimit.Limiter, lease ratelimit.Lease, actual int) error {
 	s, err := find[settler](l, "Settle")
 	if err != nil {
