@@ -24,28 +24,6 @@ local function decide(K, ARGV)
     start, count = st, c
   end
   local wend = start + w
-  local function save() store(key, count > 0 and wend - now or 0, '%d %d %d', start, count, w) end
-  if op == OP_REFUND then -- take back a grant while its window is the current one
-    if count > 0 and floor_start(tonumber(ARGV[6]), w) == start then
-      count = count - min(p, count)
-      moved = true
-    end
-    if moved then save() end
-    return reply(true, max(limit - count, 0), -1, count > 0 and wend - now or 0)
-  end
-  if op == OP_CHARGE then -- count p without refusing, over the limit if need be (fixedwindow's model.Charge)
-    count = count + min(p, max(MAX_COUNT - count, 0))
-    save()
-    return reply(true, max(limit - count, 0), -1, count > 0 and wend - now or 0)
-  end
-  local granted = max(p, 1) <= limit - count -- exact, up to 2^53
-  if granted and p > 0 then
-    count = count + p
-    moved = true
-  end
-  if moved then save() end
-  local reset = 0
-  if count > 0 then reset = wend - now end
-  if granted then return reply(true, max(limit - count, 0), -1, reset, max(NOW, start)) end
-  return reply(false, max(limit - count, 0), wend - now, reset)
+  local function save(n) store(key, n > 0 and wend - now or 0, '%d %d %d', start, n, w) end
+  return count_decide(op, p, limit, start, wend, count, moved, tonumber(ARGV[6]), save)
 end

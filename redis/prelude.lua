@@ -203,3 +203,36 @@ end
 local function reply(granted, remaining, retry_us, reset_us, extra, prior)
   return {granted and 1 or 0, remaining, retry_us, reset_us, extra or 0, prior or 0}
 end
+
+-- The decision of a count of permits in one window [start, wend) (a fixed
+-- window's, a calendar quota's period), at NOW: op on p permits against
+-- limit; at, for OP_REFUND, the grant's instant (a grant of another window
+-- gives nothing back); OP_CHARGE counts p without refusing, over the limit
+-- if need be (the models' Charge). moved says the state must be stored
+-- whatever the decision (laid out by another window or period); save(count)
+-- stores it.
+local function count_decide(op, p, limit, start, wend, count, moved, at, save)
+  if op == OP_REFUND then
+    if count > 0 and at >= start and at < wend then
+      count = count - min(p, count)
+      moved = true
+    end
+    if moved then save(count) end
+    return reply(true, max(limit - count, 0), -1, count > 0 and wend - NOW or 0)
+  end
+  if op == OP_CHARGE then
+    count = count + min(p, max(MAX_COUNT - count, 0))
+    save(count)
+    return reply(true, max(limit - count, 0), -1, count > 0 and wend - NOW or 0)
+  end
+  local granted = max(p, 1) <= limit - count -- exact, up to 2^53
+  if granted and p > 0 then
+    count = count + p
+    moved = true
+  end
+  if moved then save(count) end
+  local reset = 0
+  if count > 0 then reset = wend - NOW end
+  if granted then return reply(true, max(limit - count, 0), -1, reset, max(NOW, start)) end
+  return reply(false, max(limit - count, 0), wend - NOW, reset)
+end

@@ -38,29 +38,6 @@ local function decide(K, ARGV)
       count, moved = c, true
     end
   end
-  local function save() store(key, count > 0 and pend - now or 0, '%d %d %d', start, count, pend) end
-  if op == OP_REFUND then -- take back a grant while its period is the current one
-    local at = tonumber(ARGV[9])
-    if count > 0 and at >= start and at < pend then
-      count = count - min(p, count)
-      moved = true
-    end
-    if moved then save() end
-    return reply(true, max(limit - count, 0), -1, count > 0 and pend - now or 0)
-  end
-  if op == OP_CHARGE then -- count p without refusing, over the limit if need be (quota's model.Charge)
-    count = count + min(p, max(MAX_COUNT - count, 0))
-    save()
-    return reply(true, max(limit - count, 0), -1, count > 0 and pend - now or 0)
-  end
-  local granted = max(p, 1) <= limit - count -- exact, up to 2^53
-  if granted and p > 0 then
-    count = count + p
-    moved = true
-  end
-  if moved then save() end
-  local reset = 0
-  if count > 0 then reset = pend - now end
-  if granted then return reply(true, max(limit - count, 0), -1, reset, max(now, start)) end
-  return reply(false, max(limit - count, 0), pend - now, reset)
+  local function save(n) store(key, n > 0 and pend - now or 0, '%d %d %d', start, n, pend) end
+  return count_decide(op, p, limit, start, pend, count, moved, tonumber(ARGV[9]), save)
 end
