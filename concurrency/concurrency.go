@@ -118,7 +118,7 @@ func init() {
 			return &m, err
 		},
 		Redis: func(c Config, o algo.RedisOptions) (algo.Redis, error) {
-			return algo.Redis{Lua: []string{"concurrency"}, Suffixes: []string{":cc", ":cc:n"}, Holds: true,
+			return algo.Redis{Lua: []string{"concurrency"}, Suffixes: []string{":cc", ":cc:n"},
 				Args: []any{c.Limit, int64(o.LeaseTTL / time.Microsecond)}}, nil
 		},
 		Unit: "concurrent-requests",

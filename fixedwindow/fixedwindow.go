@@ -185,7 +185,7 @@ func init() {
 			if err != nil {
 				return algo.Redis{}, err
 			}
-			return algo.Redis{Lua: []string{"fixedwindow"}, Suffixes: []string{":fw"}, Settles: true, Args: []any{c.Limit, w}}, nil
+			return algo.Redis{Lua: []string{"fixedwindow"}, Suffixes: []string{":fw"}, Args: []any{c.Limit, w}}, nil
 		},
 		Window: func(c Config) time.Duration { return c.Window },
 		Params: []algo.Param[Config]{

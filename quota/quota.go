@@ -293,7 +293,7 @@ func init() {
 			if err != nil {
 				return algo.Redis{}, err
 			}
-			return algo.Redis{Lua: []string{"quota"}, Suffixes: []string{":qt"}, Settles: true, Args: []any{c.Limit},
+			return algo.Redis{Lua: []string{"quota"}, Suffixes: []string{":qt"}, Args: []any{c.Limit},
 				PerCall: func(local time.Time) []any { return cal.at(local.UnixNano()).args }}, nil
 		},
 		Window: func(c Config) time.Duration { return nominal[c.Period] },

@@ -192,7 +192,7 @@ func init() {
 			if err != nil {
 				return algo.Redis{}, err
 			}
-			return algo.Redis{Lua: []string{"log", "slidinglog"}, Suffixes: []string{":slc", ":slc:m"}, Settles: true, Args: []any{c.Limit, w}}, nil
+			return algo.Redis{Lua: []string{"log", "slidinglog"}, Suffixes: []string{":slc", ":slc:m"}, Args: []any{c.Limit, w}}, nil
 		},
 		Window: func(c Config) time.Duration { return c.Window },
 		Params: []algo.Param[Config]{

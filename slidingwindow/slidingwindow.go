@@ -366,7 +366,7 @@ func init() {
 			}
 			// Both forms declare each other's keys, to convert the other's
 			// state after a switch (see the redis package's slidingwindow.lua).
-			return algo.Redis{Lua: []string{"log", "slidingwindow"}, Suffixes: []string{":sw", ":sgc", ":sgc:m"}, Settles: true, Args: []any{c.Limit, w, c.Segments}}, nil
+			return algo.Redis{Lua: []string{"log", "slidingwindow"}, Suffixes: []string{":sw", ":sgc", ":sgc:m"}, Args: []any{c.Limit, w, c.Segments}}, nil
 		},
 		Window: func(c Config) time.Duration { return c.Window },
 		Params: []algo.Param[Config]{

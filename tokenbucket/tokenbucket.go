@@ -462,7 +462,7 @@ func init() {
 			if err != nil {
 				return algo.Redis{}, err
 			}
-			return algo.Redis{Lua: []string{"tokenbucket"}, Suffixes: []string{":tb"}, Reserves: true, Settles: true, Unlimited: c.Rate == rate.Inf,
+			return algo.Redis{Lua: []string{"tokenbucket"}, Suffixes: []string{":tb"}, Unlimited: c.Rate == rate.Inf,
 				Args: []any{algo.LuaNumber(float64(c.Rate)), c.Burst, period, c.PerPeriod, check.QueueLimit(c.Queue), int(c.Queue.Order)}}, nil
 		},
 		// The time to fill from empty.

@@ -126,13 +126,17 @@ type Redis struct {
 	// without the time zone database), for the script to pick the part
 	// its instant falls in. The slice it returns is only read.
 	PerCall func(local time.Time) []any
-	// Reserves: Wait reserves in the script (token bucket). Holds: a grant
-	// holds its permits until released (concurrency). Unlimited: every
-	// request is granted (a token bucket of rate.Inf). Settles: a grant
-	// can be settled (control.Settle): the script takes back a part of it
-	// (its refund) and charges more at now (its charge op), as the
-	// model's Refund and Charge do.
-	Reserves, Holds, Unlimited, Settles bool
+	// Unlimited: every request is granted (a token bucket of rate.Inf).
+	Unlimited bool
+	// What the script does beyond deciding, as the model does: filled by
+	// the Descriptor from the model's Caps, never by an algorithm's Redis
+	// function. Reserves: Wait reserves in the script (engine.Reserves:
+	// token bucket). Holds: a grant holds its permits until released
+	// (engine.Releases: concurrency). Settles: a grant can be settled
+	// (engine.Charges, control.Settle): the script takes back a part of it
+	// (its refund) and charges more at now (its charge op), as the model's
+	// Refund and Charge do.
+	Reserves, Holds, Settles bool
 }
 
 // Descriptor is an algorithm bound to one configuration.
@@ -360,7 +364,19 @@ func (b bound[C, S]) Values() []Value {
 	return vs
 }
 
-func (b bound[C, S]) Redis(o RedisOptions) (Redis, error) { return b.a.Redis(b.c, o) }
+func (b bound[C, S]) Redis(o RedisOptions) (Redis, error) {
+	r, err := b.a.Redis(b.c, o)
+	if err != nil {
+		return Redis{}, err
+	}
+	m, err := b.a.Model(b.c)
+	if err != nil {
+		return Redis{}, err
+	}
+	caps := m.Caps()
+	r.Reserves, r.Holds, r.Settles = caps&engine.Reserves != 0, caps&engine.Releases != 0, caps&engine.Charges != 0
+	return r, nil
+}
 
 // Memory's model maker refuses a configuration of another algorithm, as
 // Reconfigure must.
