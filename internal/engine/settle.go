@@ -27,6 +27,22 @@ func (t *grantTag[S]) GrowsAfter(remaining int64, resetAfter time.Duration, now 
 	return t.g.GrowsAfter(remaining, resetAfter, now)
 }
 
+// settles reports the error of settling grant on a limiter of c: one
+// whose model has no charge (a concurrency limit), or a grant of another
+// limiter (of another Factory, or of another configuration than c's
+// limiters have had: see grantTag).
+func (c *conf[S]) settles(grant ratelimit.Lease) error {
+	if !c.has(Charges) {
+		return fmt.Errorf("memory: a %T limit has no cost to settle (its permits come back on Release): %w", c.cfg, errors.ErrUnsupported)
+	}
+	o := grant.Outcome()
+	t, ok := o.Grows.(*grantTag[S])
+	if !ok || o != &t.c.infos[0] || t.c.cur != c.cur {
+		return fmt.Errorf("%w: not a grant of this limiter", ratelimit.ErrInvalidLease)
+	}
+	return nil
+}
+
 // Settle settles lease, a reservation of a grant of this limiter (see
 // control.Settle): at actual permits where it reserved n, it gives back
 // n - actual as Refund does (model.Refund, from the grant's instant), or
@@ -42,14 +58,8 @@ func (l *limiter[S]) Settle(ctx context.Context, lease ratelimit.Lease, actual i
 	if err != nil {
 		return err
 	}
-	c := l.conf()
-	if !c.has(Charges) {
-		return fmt.Errorf("memory: a %T limit has no cost to settle (its permits come back on Release): %w", c.cfg, errors.ErrUnsupported)
-	}
-	o := grant.Outcome()
-	t, ok := o.Grows.(*grantTag[S])
-	if !ok || o != &t.c.infos[0] || t.c.cur != c.cur {
-		return fmt.Errorf("%w: not a grant of this limiter", ratelimit.ErrInvalidLease)
+	if err := l.conf().settles(grant); err != nil {
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -105,14 +115,8 @@ func (s *store[S]) settle(ctx context.Context, key string, lease ratelimit.Lease
 	if err != nil {
 		return err
 	}
-	c := s.p.cur.Load()
-	if !c.has(Charges) {
-		return fmt.Errorf("memory: a %T limit has no cost to settle (its permits come back on Release): %w", c.cfg, errors.ErrUnsupported)
-	}
-	o := grant.Outcome()
-	t, ok := o.Grows.(*grantTag[S])
-	if !ok || o != &t.c.infos[0] || t.c.cur != c.cur {
-		return fmt.Errorf("%w: not a grant of this limiter", ratelimit.ErrInvalidLease)
+	if err := s.p.cur.Load().settles(grant); err != nil {
+		return err
 	}
 	sh, h := s.shard(key)
 	sh.mu.Lock()
