@@ -87,7 +87,7 @@ func (m *model) Step(s state, now, permits int64) (state, backend.Decision) {
 		d.Granted = true
 		s.Held += permits
 	}
-	d.Remaining = m.limit - s.Held
+	d.Remaining = max(m.limit-s.Held, 0) // more held than a lowered limit: none left
 	return s, d
 }
 

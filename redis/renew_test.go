@@ -9,8 +9,11 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/internal/redistest"
+	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/redis"
 )
@@ -193,4 +196,83 @@ func TestCloseReleasesAndStopsRenewal(t *testing.T) {
 		}
 	}
 	lease.Release()
+}
+
+// TestExpiredHoldersSweptInBoundedSteps: holders whose leases expired
+// together (a crashed fleet) are swept at most 64 per script run, oldest
+// first, so that no run walks them all; until swept they count as held,
+// which only admits less. Once only expired holders are left, the keys go.
+func TestExpiredHoldersSweptInBoundedSteps(t *testing.T) {
+	_, c := miniClient(t)
+	clock := ratelimittest.NewClock()
+	l := mustNew(t, c, "swept", concurrency.Config{Limit: 250}, redis.WithClock(clock), redis.WithoutRefusalCache())
+	set, cnt := "ratelimit:{swept}:cc", "ratelimit:{swept}:cc:n"
+	live := float64(clock.Now().Add(time.Hour).UnixMicro())
+	holders := []goredis.Z{{Score: live, Member: "live 1"}}
+	for i := range 200 {
+		holders = append(holders, goredis.Z{Score: float64(i + 1), Member: fmt.Sprintf("dead-%d 1", i)})
+	}
+	if err := c.ZAdd(bg, set, holders...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.Set(bg, cnt, 201, 0)
+	for run, held := range []int64{137, 73} { // held after each run's sweep
+		lease, err := l.Acquire(bg, 180)
+		if err != nil || lease.Acquired() || lease.Remaining() != 250-held {
+			t.Fatalf("run %d: %v %v; want refused with %d left: %d holders not swept yet", run, lease, err, 250-held, held)
+		}
+		if n := c.ZCard(bg, set).Val(); n != held {
+			t.Fatalf("run %d: %d holders left, want %d (64 swept a run)", run, n, held)
+		}
+	}
+	lease, err := l.Acquire(bg, 180)
+	if err != nil || !lease.Acquired() || lease.Remaining() != 61 {
+		t.Fatalf("third run: %v %v, want granted with 61 left (8 expired holders not swept yet)", lease, err)
+	}
+	if n := c.ZCard(bg, set).Val(); n != 10 {
+		t.Fatalf("%d holders, want 8 expired, the live one and the new one", n)
+	}
+	lease.Release()
+
+	// Only expired holders left: the run that finds them drops the keys.
+	c.Del(bg, set)
+	if err := c.ZAdd(bg, set, holders[1:]...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.Set(bg, cnt, 200, 0)
+	if lease, err := l.Acquire(bg, 0); err != nil || !lease.Acquired() {
+		t.Fatalf("a check: %v %v", lease, err)
+	}
+	if n := c.Exists(bg, set, cnt).Val(); n != 0 {
+		t.Fatalf("%d keys left with only expired holders in them", n)
+	}
+}
+
+// TestConcurrencyRemainingNeverNegative: with more permits held than a
+// lowered limit, a refusal says none are left (0), not -1, which a lease
+// reads as "no limit"; memory and Redis alike.
+func TestConcurrencyRemainingNeverNegative(t *testing.T) {
+	_, c := miniClient(t)
+	mem, err := memory.New(concurrency.Config{Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	for name, l := range map[string]ratelimit.Limiter{
+		"memory": mem,
+		"redis":  mustNew(t, c, "lowered", concurrency.Config{Limit: 5}),
+	} {
+		held, err := l.Acquire(bg, 4)
+		if err != nil || !held.Acquired() {
+			t.Fatalf("%s: %v %v", name, held, err)
+		}
+		if err := control.Reconfigure(l, concurrency.Config{Limit: 2}); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := l.Acquire(bg, 1)
+		if err != nil || lease.Acquired() || lease.Remaining() != 0 || lease.Limit() != 2 {
+			t.Errorf("%s: 4 held, limit lowered to 2: %v (remaining %d, limit %d) %v; want refused, 0 left of 2", name, lease, lease.Remaining(), lease.Limit(), err)
+		}
+		held.Release()
+	}
 }
