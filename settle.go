@@ -142,11 +142,13 @@ type settler interface {
 // actual permits: each member settles its own grant, in order, with the
 // permits the chain reserved (through its Settle method, found through
 // Unwrap as package control finds it). A member whose grant holds its
-// permits until Release (a concurrency limit) has nothing to settle, and is
-// left as it is. Every other member must be able to settle (one that
-// cannot is an error wrapping errors.ErrUnsupported, and nothing is
-// settled); a lease of another limiter, a refusal, a lease settled already
-// or a negative actual is an error and settles nothing.
+// permits until Release (a concurrency limit) and that has no Settle, or
+// whose Settle answers an error wrapping errors.ErrUnsupported, has nothing
+// to settle, and is left as it is; a member whose grant is of another kind
+// (a Chain's, a wrapper's) settles it. Every other member must be able to
+// settle (one that cannot is an error wrapping errors.ErrUnsupported, and
+// nothing is settled); a lease of another limiter, a refusal, a lease
+// settled already or a negative actual is an error and settles nothing.
 // The members' errors are joined: a member that fails (a Redis outage)
 // leaves its grant as it was, and the lease is settled all the same (it is
 // never settled twice).
@@ -161,10 +163,8 @@ func (c *chain) Settle(ctx context.Context, lease Lease, actual int) error {
 	}
 	ss := make([]settler, len(c.ls))
 	for i, l := range c.ls {
-		if g.leases[i].o.Releaser != nil {
-			continue // held until Release: nothing to settle
-		}
-		if ss[i], ok = find[settler](l); !ok {
+		held := g.leases[i].o.Releaser != nil // held until Release
+		if ss[i], ok = find[settler](l); !ok && !held {
 			return fmt.Errorf("ratelimit: chain member %d (%T) has no Settle: %w", i, l, errors.ErrUnsupported)
 		}
 	}
@@ -176,7 +176,8 @@ func (c *chain) Settle(ctx context.Context, lease Lease, actual int) error {
 		if s == nil {
 			continue
 		}
-		if err := s.Settle(ctx, g.leases[i].Reserve(permits), actual); err != nil {
+		err := s.Settle(ctx, g.leases[i].Reserve(permits), actual)
+		if err != nil && !(g.leases[i].o.Releaser != nil && errors.Is(err, errors.ErrUnsupported)) {
 			errs = append(errs, fmt.Errorf("ratelimit: chain member %d: %w", i, err))
 		}
 	}

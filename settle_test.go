@@ -139,3 +139,33 @@ func TestChainSettle(t *testing.T) {
 		t.Fatalf("Reserve on FromRate: %v, want ErrUnsupported", err)
 	}
 }
+
+// A Chain settles a member that is a Chain itself (its grant has a
+// Releaser, as a concurrency grant has): the inner members are charged
+// too; a concurrency member, outer or inner, is left as it is.
+func TestNestedChainSettle(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	a := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
+	b := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
+	cc := newMem(t, concurrency.Config{Limit: 5}, clock)
+	c := ratelimit.Chain(a, ratelimit.Chain(b, cc))
+	r, err := control.Reserve(bg, c, 1)
+	if err != nil || !r.Acquired() {
+		t.Fatalf("Reserve(1): %v, %v", r, err)
+	}
+	if err := control.Settle(bg, c, r, 10); err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]ratelimit.Limiter{"outer": a, "inner": b} {
+		if st, _ := control.Stats(l); st.Available != 0 {
+			t.Errorf("%s member: %d available after 1 settled at 10, want 0", name, st.Available)
+		}
+	}
+	if st, _ := control.Stats(cc); st.Available != 4 {
+		t.Errorf("concurrency member: %d available, want 4 (its permit held until Release)", st.Available)
+	}
+	r.Release()
+	if st, _ := control.Stats(cc); st.Available != 5 {
+		t.Errorf("concurrency member after Release: %d available, want 5", st.Available)
+	}
+}
