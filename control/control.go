@@ -39,13 +39,18 @@ import (
 // again. ratelimit.Chain uses it to make an attempt that a later member
 // refuses spend nothing of the earlier ones. A reservation (Reserve) is
 // refunded by settling it (Settle) at its permits less these: once, as a
-// settlement is.
+// settlement is; one that cannot be settled (a concurrency limit's) is
+// refunded as its grant is.
 func Refund(ctx context.Context, l ratelimit.Limiter, lease ratelimit.Lease, permits int) error {
-	if _, n, ok := lease.Reservation(); ok {
+	if grant, n, ok := lease.Reservation(); ok {
 		if permits < 0 {
 			return fmt.Errorf("%w: %d is negative", ratelimit.ErrInvalidPermits, permits)
 		}
-		return Settle(ctx, l, lease, max(n-permits, 0))
+		err := Settle(ctx, l, lease, max(n-permits, 0))
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
+		lease = grant
 	}
 	r, err := find[interface {
 		Refund(ctx context.Context, lease ratelimit.Lease, permits int) error

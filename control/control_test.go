@@ -112,6 +112,27 @@ func TestRefundOfAReservation(t *testing.T) {
 	}
 }
 
+// A concurrency limit's reservation, which has no cost to settle, is
+// refunded as its grant is: its permit comes back.
+func TestRefundOfAConcurrencyReservation(t *testing.T) {
+	ctx := context.Background()
+	l, err := memory.New(concurrency.Config{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r, err := control.Reserve(ctx, l, 1)
+	if err != nil || !r.Acquired() {
+		t.Fatalf("Reserve(1): %v, %v", r, err)
+	}
+	if err := control.Refund(ctx, l, r, 1); err != nil {
+		t.Fatalf("Refund of the reservation: %v", err)
+	}
+	if g, err := l.Acquire(ctx, 1); err != nil || !g.Acquired() {
+		t.Fatalf("Acquire(1) after the refund: %v, %v; want the permit back", g, err)
+	}
+}
+
 // A Chain of a rate limit and a concurrency limit settles its rate member
 // and leaves the concurrency member's grant, held until Release, alone.
 func TestChainSettlesBesideAConcurrencyMember(t *testing.T) {
