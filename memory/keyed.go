@@ -103,9 +103,12 @@ func (k *Keyed) Wait(ctx context.Context, key string, permits int) (ratelimit.Le
 // ratelimit.Limiter. Through package control it refunds (a grant of this
 // key: the leases of every key share the configuration, as a Factory's
 // limiters do, so a grant refunded to another key is taken as that key's),
-// settles (control.Settle) and resets; it reports IdleFor (a key without an entry is idle), so it
-// can be a partition of package partitioned. It has no Stats, Reconfigure
-// or Close: those are the Keyed's.
+// settles (control.Settle; a charge of a key without an entry while
+// WithMaxKeys keys are busy, none idle, is an error that changes nothing,
+// and the lease can be settled later) and resets; it reports IdleFor (a
+// key without an entry is idle), so it can be a partition of package
+// partitioned. It has no Stats, Reconfigure or Close: those are the
+// Keyed's.
 func (k *Keyed) For(key string) ratelimit.Limiter {
 	if k == nil || k.k == nil {
 		return nil

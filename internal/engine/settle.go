@@ -103,8 +103,9 @@ func (l *limiter[S]) Settle(ctx context.Context, lease ratelimit.Lease, actual i
 // settles it; a key in the table has its state given back
 // (model.Refund) or charged (model.Charge). A charge of a key without an
 // entry (evicted, back in its initial state) makes one, so that the debt
-// is counted; when MaxKeys are busy the settlement is an error wrapping
-// ErrNoRoom... see settleStore.
+// is counted; when MaxKeys keys are busy and none is idle, the charge is
+// not counted and the settlement is an error (errNoRoom) that changes
+// nothing: the lease can be settled again later.
 func (k keyOf[S]) Settle(ctx context.Context, lease ratelimit.Lease, actual int) error {
 	return k.s.settle(ctx, k.key, lease, actual)
 }
