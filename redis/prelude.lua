@@ -209,11 +209,13 @@ end
 -- limit; at, for OP_REFUND, the grant's instant (a grant of another window
 -- gives nothing back); OP_CHARGE counts p without refusing, over the limit
 -- if need be (the models' Charge). moved says the state must be stored
--- whatever the decision (laid out by another window or period); save(count)
--- stores it.
+-- whatever the decision (laid out by another window or period: processes
+-- of two configurations during a rollout); a refund then gives nothing
+-- back, since the count it finds may hold none of the caller's grants.
+-- save(count) stores it.
 local function count_decide(op, p, limit, start, wend, count, moved, at, save)
   if op == OP_REFUND then
-    if count > 0 and at >= start and at < wend then
+    if not moved and count > 0 and at >= start and at < wend then
       count = count - min(p, count)
       moved = true
     end

@@ -677,3 +677,48 @@ func TestReconfigureKeepsDebtThroughInf(t *testing.T) {
 		t.Errorf("over-admission through rate.Inf: %d > 10", granted)
 	}
 }
+
+// TestRefundOfAStateLaidOutByAnotherWindow: during a rollout, processes of
+// two window lengths share a key. A refund that finds the state laid out
+// by the other length gives nothing back: the count it finds may hold the
+// other process's grants only (its own dropped when the shorter window
+// rolled), and taking one back would let both windows pass their limit.
+func TestRefundOfAStateLaidOutByAnotherWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		long, short ratelimit.Config
+	}{
+		{"fixedwindow", fixedwindow.Config{Limit: 3, Window: time.Minute}, fixedwindow.Config{Limit: 3, Window: 10 * time.Second}},
+		{"slidingwindow", slidingwindow.Config{Limit: 3, Window: time.Minute}, slidingwindow.Config{Limit: 3, Window: 10 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c := miniClient(t)
+			clock := ratelimittest.NewClockAt(time.Unix(1_800_000_000, 0).Truncate(time.Minute))
+			t0 := clock.Now()
+			at := func(s int) { clock.Set(t0.Add(time.Duration(s) * time.Second)) }
+			long := mustNew(t, c, "rollout", tc.long, redis.WithClock(clock), redis.WithoutRefusalCache())
+			short := mustNew(t, c, "rollout", tc.short, redis.WithClock(clock), redis.WithoutRefusalCache())
+			at(5)
+			a, _ := long.Acquire(bg, 1)
+			at(12)
+			short.Acquire(bg, 1)
+			at(21)
+			if g, _ := short.Acquire(bg, 1); !g.Acquired() || !a.Acquired() {
+				t.Fatalf("grants: %v %v", a, g)
+			}
+			at(22) // the short window [20s, 30s) holds 1; the long one's grant at 5s is gone from the state
+			if err := long.Refund(bg, a, 1); err != nil {
+				t.Fatal(err)
+			}
+			granted := 0
+			for range 5 {
+				if g, _ := long.Acquire(bg, 1); g.Acquired() {
+					granted++
+				}
+			}
+			if granted > 2 {
+				t.Errorf("after the refund, %d more granted at 22s: the short window [20s, 30s) holds %d of its 3", granted, 1+granted)
+			}
+		})
+	}
+}

@@ -82,7 +82,10 @@ local function decide(K, ARGV)
 
   if op == OP_REFUND then -- take back a grant while its window counts
     local fs = floor_start(tonumber(ARGV[7]), w)
-    if fs == start and total > 0 then
+    if moved then
+      -- Laid out by another window or form (a rollout): the estimate may
+      -- hold none of the caller's grants; nothing is given back.
+    elseif fs == start and total > 0 then
       total = total - min(p, total)
       moved = true
     elseif fs == start - w and prev > 0 then
