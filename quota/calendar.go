@@ -166,6 +166,9 @@ func dayStart(y int, m time.Month, d int, loc *time.Location) time.Time {
 		t := c.In(loc)
 		_, off := t.Zone()
 		_, next := t.ZoneBounds()
+		if !next.IsZero() && !next.After(c) {
+			next = nextOffset(c, loc, off)
+		}
 		x := midnight.Add(-time.Duration(off) * time.Second)
 		if x.Before(c) {
 			x = c
@@ -176,4 +179,27 @@ func dayStart(y int, m time.Month, d int, loc *time.Location) time.Time {
 		c = next
 	}
 	return c.In(loc)
+}
+
+// nextOffset is the first whole second after c, within 2*maxOffset, at
+// which loc's offset is no longer off (c's), or the zero Time: what
+// ZoneBounds says, found from the offsets themselves. Go's ZoneBounds
+// can answer an end that is not after the instant asked about, at the
+// end of a leap year whose changes come from a zone's recurring rule (as
+// they do from 2008 on in the zoneinfo.zip of Go's time/tzdata), where
+// the offsets (Zone) are right.
+func nextOffset(c time.Time, loc *time.Location, off int) time.Time {
+	lo, hi := c.Unix(), c.Add(2*maxOffset).Unix()
+	if _, o := time.Unix(hi, 0).In(loc).Zone(); o == off {
+		return time.Time{}
+	}
+	for hi-lo > 1 { // about 18 steps
+		mid := lo + (hi-lo)/2
+		if _, o := time.Unix(mid, 0).In(loc).Zone(); o == off {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return time.Unix(hi, 0)
 }

@@ -1,7 +1,11 @@
 package quota
 
 import (
+	"archive/zip"
+	"io"
 	"math/rand"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -212,6 +216,42 @@ func TestSpansAreContiguous(t *testing.T) {
 					if b := s.args; b[0] != s.prev/1000 || b[1] != s.start/1000 || b[2] != s.end/1000 || b[3] != s.next/1000 {
 						t.Fatalf("args %v of span %+v", b, s)
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestDayStartWithGosZoneDatabase: with the zone database Go ships
+// ($GOROOT/lib/time/zoneinfo.zip, what time/tzdata embeds), whose changes
+// after 2007 come from each zone's recurring rule, ZoneBounds answers an
+// end that is not after the instant at the end of a leap year; the dates
+// around each year's end still start at their first instant.
+func TestDayStartWithGosZoneDatabase(t *testing.T) {
+	z, err := zip.OpenReader(filepath.Join(runtime.GOROOT(), "lib", "time", "zoneinfo.zip"))
+	if err != nil {
+		t.Fatalf("Go's zone database: %v", err)
+	}
+	defer z.Close()
+	for _, zone := range []string{"America/New_York", "Europe/Paris", "America/Havana", "Australia/Lord_Howe", "America/Santiago"} {
+		f, err := z.Open(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		loc, err := time.LoadLocationFromTZData(zone, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, y := range []int{2023, 2024, 2028, 2040} {
+			for d := 27; d <= 31+4; d++ { // Dec 27 to Jan 4
+				yy, mm, dd := date(y, time.December, d)
+				if got, want := dayStart(yy, mm, dd, loc), scanStart(yy, mm, dd, loc); !got.Equal(want) {
+					t.Errorf("%s %d-%02d-%02d: dayStart %v, scan %v", zone, yy, mm, dd, got, want)
 				}
 			}
 		}
