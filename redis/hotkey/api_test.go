@@ -390,3 +390,43 @@ func TestContract(t *testing.T) {
 		}
 	}
 }
+
+// TestLoweredBurst: a key moved from Burst 1000 to Burst 100 (a rolling
+// deploy) grants at most 100 at one instant, with or without a lease
+// taken first: the stored tokens are capped at the new burst, as the
+// exact limiter's are.
+func TestLoweredBurst(t *testing.T) {
+	for _, leased := range []bool{false, true} {
+		c, key := server(t), "lowered-"+strconv.FormatBool(leased)
+		clock := ratelimittest.NewClock()
+		old, err := New(c, key, tokenbucket.Config{Rate: 1, Burst: 1000}, WithClock(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lease, _ := old.Acquire(bg, 1); !lease.Acquired() {
+			t.Fatal("the first grant was refused")
+		}
+		old.Close()
+		l, err := New(c, key, tokenbucket.Config{Rate: 1, Burst: 100}, WithClock(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		if leased { // a take with a lease, as a busy process makes
+			r, err := l.call(opTake, 1, 26, "x", giveBack{}, clock.Now())
+			if err != nil || !r.granted {
+				t.Fatal(r, err)
+			}
+			n += int(r.k) // the permit taken, and those the lease holds
+		}
+		for range 300 {
+			if lease, _ := l.Acquire(bg, 1); lease.Acquired() {
+				n++
+			}
+		}
+		l.Close()
+		if n > 100 {
+			t.Errorf("leased %v: %d granted (or leased) at one instant under Burst 100", leased, n)
+		}
+	}
+}

@@ -16,6 +16,9 @@ do
   local s = redis.call('GET', S)
   if s then b, last, held = fields(s) end
 end
+-- A burst lowered since the state was stored holds no more than it says,
+-- as the exact script's bucket is capped at burst.
+b = min(b, max(burst - held, 0))
 
 -- The tokens the bucket gains from t0 to t1 (us), before the cap.
 local function gain(t0, t1)
