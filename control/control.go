@@ -65,7 +65,10 @@ func Refund(ctx context.Context, l ratelimit.Limiter, lease ratelimit.Lease, per
 // nothing held: a concurrency lease held before gives nothing back when
 // released): after a successful login, in tests, by an operator. Queued
 // waiters are examined again. On Redis it changes the state every process
-// shares.
+// shares. A rate limit's grants made before a Reset are not told apart
+// from later ones: refunding or settling one after it gives its permits
+// back a second time (the Reset gave them back already), as a second
+// refund of a grant would; refund before resetting, or not at all.
 func Reset(ctx context.Context, l ratelimit.Limiter) error {
 	r, err := find[interface {
 		Reset(ctx context.Context) error
