@@ -50,6 +50,10 @@ type Limiter struct {
 	closed atomic.Bool
 	done   chan struct{} // closed by Close: wakes sleeping waiters
 
+	// gives counts the give-backs a refill or a check has begun (added
+	// under mu), which Close waits for.
+	gives sync.WaitGroup
+
 	mu      sync.Mutex
 	flight  *refill  // the refill in flight, nil for none
 	refused *refusal // the last refusal, remembered
@@ -382,10 +386,12 @@ func (l *Limiter) Close() error {
 		b.stopTimer()
 	}
 	l.mu.Unlock()
-	if b == nil {
-		return nil
+	var err error
+	if b != nil {
+		err = l.giveBack(b)
 	}
-	return l.giveBack(b)
+	l.gives.Wait() // those a refill or a check began: bounded by the timeout
+	return err
 }
 
 // Calls is the number of script calls the limiter has made, for

@@ -154,6 +154,7 @@ func (l *Limiter) refill(f *refill, op string, p, want int64, g giveBack) {
 			nb.left.Store(h)
 			if l.closed.Load() || !l.now().Before(nb.deadline) {
 				back = giveBack{id: id, h: h, e: r.e, u: nb.stop()}
+				l.gives.Add(1)
 			} else {
 				l.cur.Store(nb)
 				l.arm(nb, sent, 1, 0)
@@ -166,6 +167,7 @@ func (l *Limiter) refill(f *refill, op string, p, want int64, g giveBack) {
 	close(f.done)
 	if back.id != "" {
 		l.give(back)
+		l.gives.Done()
 	}
 }
 
@@ -200,8 +202,10 @@ func (l *Limiter) check(b *batch, sent time.Time, step int, noted int64) {
 	}
 	l.cur.Store(nil)
 	u := b.stop()
+	l.gives.Add(1)
 	l.mu.Unlock()
 	l.give(giveBack{id: b.id, h: b.h, e: b.e, u: u})
+	l.gives.Done()
 }
 
 // giveBack gives b's unspent permits back (b is no longer spent), and
