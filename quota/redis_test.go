@@ -250,17 +250,21 @@ func TestSkewedClocksRealServer(t *testing.T) {
 }
 
 // TestClockFarFromRedisIsAnError: a process whose clock is more than a
-// period away from Redis's cannot tell Redis's period, and says so.
+// period away from Redis's cannot tell Redis's period, and says so, under
+// FailOpen too (a lasting condition, whose every call would be granted).
 func TestClockFarFromRedisIsAnError(t *testing.T) {
 	m, client := miniClient(t)
 	m.SetTime(at(t, "2034-01-10T12:00:00Z"))
-	l, err := redis.New(client, "far", quota.Config{Limit: 1, Period: quota.Day}, redis.WithLocalClock(ratelimittest.NewClockAt(at(t, "2034-01-13T12:00:00Z"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, err = l.Acquire(context.Background(), 1)
-	if !errors.Is(err, redis.ErrUnavailable) || !strings.Contains(err.Error(), "more than a period away") {
-		t.Fatalf("Acquire: %v, want ErrUnavailable saying the clock is more than a period away", err)
+	for _, policy := range []redis.FailurePolicy{redis.FailError, redis.FailOpen} {
+		l, err := redis.New(client, "far", quota.Config{Limit: 1, Period: quota.Day},
+			redis.WithLocalClock(ratelimittest.NewClockAt(at(t, "2034-01-13T12:00:00Z"))), redis.WithFailurePolicy(policy))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		lease, err := l.Acquire(context.Background(), 1)
+		if !errors.Is(err, redis.ErrUnavailable) || !strings.Contains(err.Error(), "more than a period away") || lease.Acquired() {
+			t.Fatalf("%v: Acquire: %v, %v; want ErrUnavailable saying the clock is more than a period away", policy, lease, err)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/limitkit/ratelimit"
@@ -15,7 +16,7 @@ type FailurePolicy uint8
 
 const (
 	FailError  FailurePolicy = iota // return an error wrapping ErrUnavailable (default)
-	FailOpen                        // grant the request, with no limit applied: the lease's Limit and Remaining are -1
+	FailOpen                        // grant the request, with no limit applied: the lease's Limit and Remaining are -1 (but a calendar quota's caller whose clock is more than a period from Redis's gets FailError's error: that lasts)
 	FailClosed                      // refuse it, with ReasonUnavailable
 )
 
@@ -72,6 +73,11 @@ func (l *Limiter) fail(ctx context.Context, err error, fallback func(ratelimit.L
 	}
 	switch l.o.policy {
 	case FailOpen:
+		if strings.Contains(err.Error(), errClockFar) {
+			// Not an outage, which ends: this process's clock is too far
+			// from Redis's, and every call of its would be granted.
+			return ratelimit.Lease{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 		// No limit was applied, and nothing was taken: no figures, nothing
 		// to refund or release.
 		return (&failedOpen).Lease(backend.Decision{Granted: true, Remaining: -1, RetryAfter: -1}, ratelimit.ReasonNone, 0), nil

@@ -25,7 +25,7 @@ local function decide(K, ARGV)
   elseif now >= b2 and now < b3 then
     start, pend = b2, b3
   else
-    error('limitkit: quota: the server time ' .. format('%d', now) .. ' is outside the periods the caller sent, from ' ..
+    error(ERR_CLOCK_FAR .. ': quota: the server time ' .. format('%d', now) .. ' is outside the periods the caller sent, from ' ..
       format('%d', b0) .. ' to ' .. format('%d', b3) .. ': its clock is more than a period away from Redis\'s')
   end
   local count = 0

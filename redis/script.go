@@ -100,6 +100,12 @@ const (
 
 	refusedQueueFull = 2
 	refusedDeadline  = 3
+
+	// errClockFar starts the error a script raises when the caller's
+	// clock is too far from Redis's for the arguments it computed (a
+	// calendar quota's period boundaries): a lasting condition, not an
+	// outage (see fail).
+	errClockFar = "limitkit: the caller's clock is too far from the server's"
 )
 
 // protocolLua declares the protocol's names for the scripts, before the
@@ -109,7 +115,8 @@ var protocolLua = fmt.Sprintf(`-- The script protocol, declared by the redis pac
 local OP_ACQUIRE, OP_WAIT, OP_CANCEL, OP_REFUND, OP_RELEASE, OP_RENEW = '%s', '%s', '%s', '%s', '%s', '%s'
 local OP_CHARGE = '%s'
 local REFUSED_QUEUE_FULL, REFUSED_DEADLINE = %d, %d
-`, opAcquire, opWait, opCancel, opRefund, opRelease, opRenew, opCharge, refusedQueueFull, refusedDeadline)
+local ERR_CLOCK_FAR = %q
+`, opAcquire, opWait, opCancel, opRefund, opRelease, opRenew, opCharge, refusedQueueFull, refusedDeadline, errClockFar)
 
 // reply is what every script returns. Durations travel in microseconds.
 type reply struct {
