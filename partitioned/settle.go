@@ -12,16 +12,20 @@ import (
 // Settle settles lease, a reservation of a grant that Acquire or Wait made
 // for key (control.Reserve over For(key)), at the actual cost (see
 // control.Settle): it passes it to the limiter that made the grant, key's
-// partition's or Overflow's, which settles it. Unlike Refund it creates
-// key's partition when it is gone, since a cost above the reservation must
-// be charged: when the partition was evicted, its limiter (made by the
-// same memory or redis Factory, whose limiters know each other's grants)
-// charges the excess, and has nothing to give back (a memory partition is
-// evicted only once its grants came back with time; a Redis handle's
-// state is in Redis). A partition that cannot be made (MaxPartitions
-// busy, a failing Config.New) is an error wrapping ErrNoPartition, and
-// nothing is settled. Invalid settlements are reported as control.Settle
-// says, before any partition is looked up or created.
+// partition's or Overflow's, which settles it. When key's partition is
+// gone (evicted: a memory partition only once its grants came back with
+// time; a Redis handle's state is in Redis), a settlement that charges
+// nothing has nothing to give back and is claimed as made; one that
+// charges (actual above the reservation) makes the partition again, whose
+// limiter (made by the same memory or redis Factory, whose limiters know
+// each other's grants) counts the excess. A partition that cannot be made
+// (MaxPartitions busy, a failing Config.New) is an error wrapping
+// ErrNoPartition, and nothing is settled nor counted. Invalid settlements
+// are reported as control.Settle says; a lease of another limiter is told
+// apart by the limiter that settles it (when none does, nothing changes
+// but the lease, claimed). An Overflow grant held until Release (a
+// concurrency limiter's) has no cost to settle: an error wrapping
+// errors.ErrUnsupported, and the lease stays as it was.
 func (l *Limiter) Settle(ctx context.Context, key string, lease ratelimit.Lease, actual int) error {
 	grant, permits, err := lease.CheckSettle(ctx, actual)
 	if err != nil {
@@ -38,8 +42,8 @@ func (l *Limiter) Settle(ctx context.Context, key string, lease ratelimit.Lease,
 			s, ok := control.As[interface {
 				Settle(context.Context, ratelimit.Lease, int) error
 			}](l.cfg.Overflow)
-			if !ok {
-				return fmt.Errorf("partitioned: the Overflow limiter (%T) cannot settle: %w", l.cfg.Overflow, errors.ErrUnsupported)
+			if !ok || g.lease.Outcome().Releaser != nil {
+				return fmt.Errorf("partitioned: the Overflow limiter (%T) cannot settle this grant: %w", l.cfg.Overflow, errors.ErrUnsupported)
 			}
 			if err := lease.ClaimSettlement(); err != nil {
 				return err
@@ -47,15 +51,29 @@ func (l *Limiter) Settle(ctx context.Context, key string, lease ratelimit.Lease,
 			return s.Settle(ctx, g.lease.Reserve(permits), actual)
 		}
 	}
-	lim, p, _, err := l.get(key)
-	switch {
-	case lim == nil && err != nil:
-		return err
-	case lim == nil || p == nil: // no partition can be made now; Overflow did not make the grant
-		return fmt.Errorf("%w %q: MaxPartitions are busy: the settlement is not made", ErrNoPartition, key)
+	s, h := l.hash(key)
+	s.mu.RLock()
+	_, p := s.find(&l.store, key, h)
+	if p != nil {
+		p.inflight.Add(1) // under the read lock: the sweeper cannot take p now
+	}
+	s.mu.RUnlock()
+	if p == nil {
+		if actual <= permits { // nothing to charge, nothing left to give back
+			return lease.ClaimSettlement()
+		}
+		var lim ratelimit.Limiter
+		if lim, p, _, err = l.get(key); lim == nil && err != nil {
+			return err
+		} else if lim == nil || p == nil { // no partition can be made now; Overflow did not make the grant
+			if lim == nil {
+				l.stats.refused.Add(-1) // counted as a request's refusal: it is not one
+			}
+			return fmt.Errorf("%w %q: MaxPartitions are busy: the settlement is not made", ErrNoPartition, key)
+		}
 	}
 	defer p.done()
-	return control.Settle(ctx, lim, lease, actual)
+	return control.Settle(ctx, p.limiter, lease, actual)
 }
 
 // Settle is the partitioned limiter's Settle for the key.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/partitioned"
@@ -86,7 +87,51 @@ func TestSettleOverflowAndNoPartition(t *testing.T) {
 	if d, _ := control.Reserve(bg, q.For("d"), 10); !d.Acquired() {
 		t.Fatalf("d: %v", d) // d holds the one partition
 	}
+	before := q.Stats()
 	if err := control.Settle(bg, q.For("c"), c, 9); !errors.Is(err, partitioned.ErrNoPartition) || c.Settled() {
 		t.Fatalf("settling c with MaxPartitions busy: %v (settled %v), want ErrNoPartition, unsettled", err, c.Settled())
+	}
+	if after := q.Stats(); after != before {
+		t.Fatalf("the refused settlement changed Stats: %+v, then %+v", before, after)
+	}
+	// Nothing to charge: c's partition is not made again, and the lease
+	// is settled as nothing.
+	if err := control.Settle(bg, q.For("c"), c, 1); err != nil || !c.Settled() {
+		t.Fatalf("settling c at less than reserved: %v (settled %v)", err, c.Settled())
+	}
+	if after := q.Stats(); after != before {
+		t.Fatalf("a settlement with nothing to charge changed Stats: %+v, then %+v", before, after)
+	}
+}
+
+// An Overflow grant held until Release (a concurrency limiter's) has no
+// cost to settle: the settlement is refused before the lease is claimed,
+// and a refund of the reservation then releases Overflow's permit.
+func TestSettleOverflowConcurrency(t *testing.T) {
+	over, err := memory.New(concurrency.Config{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	f, err := memory.NewFactory(concurrency.Config{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPartitioned(t, partitioned.Config{New: f.ForKey, MaxPartitions: 1, Overflow: over})
+	if held, _ := p.Acquire(bg, "a", 1); !held.Acquired() { // a's partition is busy
+		t.Fatal(held)
+	}
+	r, err := control.Reserve(bg, p.For("b"), 1) // served by Overflow
+	if err != nil || !r.Acquired() {
+		t.Fatal(r, err)
+	}
+	if err := control.Settle(bg, p.For("b"), r, 0); !errors.Is(err, errors.ErrUnsupported) || r.Settled() {
+		t.Fatalf("Settle: %v (settled %v), want ErrUnsupported, unsettled", err, r.Settled())
+	}
+	if err := control.Refund(bg, p.For("b"), r, 1); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := over.Acquire(bg, 1); !g.Acquired() {
+		t.Fatalf("Overflow's permit was not given back by the refund: %v", g)
 	}
 }
