@@ -93,7 +93,9 @@ func (g *grant) Release(uint64) { g.inner.Release() }
 
 // New returns l in shadow mode. onRefusal, when not nil, is called for
 // every request l refused or could not decide (and that the shadow limiter
-// granted), on the caller's goroutine, before the call returns; it must be
+// granted; a status check, of 0 permits, that l answered with no permit
+// left is not a refused request), on the caller's goroutine, before the
+// call returns; it must be
 // safe for concurrent use. The shadow limiter owns l: its Close closes l.
 // New of a nil l is nil.
 func New(l ratelimit.Limiter, onRefusal func(ctx context.Context, r Refusal)) *Limiter {
@@ -142,7 +144,7 @@ func (s *Limiter) acquire(ctx context.Context, permits int, wait bool) (ratelimi
 	if cerr := ctx.Err(); cerr != nil {
 		return ratelimit.Lease{}, cerr
 	}
-	if s.onRefusal != nil {
+	if s.onRefusal != nil && (permits > 0 || err != nil) { // a status check refuses no request
 		s.onRefusal(ctx, Refusal{Permits: permits, Wait: wait, Lease: lease, Err: err})
 	}
 	return s.free.Lease(-1, 0, 0, 0), nil
@@ -175,11 +177,14 @@ func (s *Limiter) grantOf(lease ratelimit.Lease) *grant {
 	return nil
 }
 
-// Refund gives back to the wrapped limiter a grant it made, once: through
-// its Refund when it can (control.Refund), else by releasing the lease (as
-// Chain does with members that cannot). A lease granted for a refusal
-// holds nothing, and refunding it does nothing, as does refunding a lease
-// of another limiter.
+// Refund gives back to the wrapped limiter a grant it made: through its
+// Refund when it can (control.Refund), else by releasing the lease (as
+// Chain does with members that cannot). A grant the shadow limiter keeps a
+// record of (a concurrency limit's, a Chain's) is given back once; a rate
+// grant is passed on as it is, and a second refund of it gives its permits
+// again, as control.Refund says of any limiter. A lease granted for a
+// refusal holds nothing, and refunding it does nothing, as does refunding
+// a lease of another limiter.
 func (s *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int) error {
 	if ctx == nil {
 		return ratelimit.ErrNilContext

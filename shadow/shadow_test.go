@@ -324,3 +324,21 @@ func idleFor(l ratelimit.Limiter) (time.Duration, bool) {
 	}
 	return il.IdleFor()
 }
+
+// A status check (0 permits) on a limit with nothing left is answered, and
+// is not reported: it refuses no request.
+func TestShadowStatusCheckIsNoRefusal(t *testing.T) {
+	var rec recorder
+	s := shadow.New(newMemory(t, fixedwindow.Config{Limit: 1, Window: time.Hour}, ratelimittest.NewClock()), rec.record)
+	s.Acquire(context.Background(), 1)
+	if lease, err := s.Acquire(context.Background(), 0); err != nil || !lease.Acquired() {
+		t.Fatalf("a status check: %v %v", lease, err)
+	}
+	if n := rec.len(); n != 0 {
+		t.Fatalf("%d refusals reported for a status check", n)
+	}
+	s.Acquire(context.Background(), 1)
+	if n := rec.len(); n != 1 {
+		t.Fatalf("%d refusals reported, want the one request refused", n)
+	}
+}
