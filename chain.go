@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -187,9 +188,10 @@ func (c *chain) acquire(ctx context.Context, permits, at int, held Lease) (Lease
 
 // Refund gives back the permits of lease, a grant of this chain, to every
 // member in reverse order, as Acquire does when a member refuses: a member
-// that can refund is refunded, the lease of any other is released. A lease
-// is refunded once; refunding it again, refunding a refusal or a lease of
-// another limiter does nothing. The members' errors are joined. A nil ctx
+// that can refund is refunded, the lease of any other is released. A grant
+// of a Chain of the same members, in the same order, is taken as this
+// one's. A lease is refunded once; refunding it again, refunding a refusal
+// or a lease of another limiter does nothing. The members' errors are joined. A nil ctx
 // is ErrNilContext and a negative permits ErrInvalidPermits; ctx is passed
 // to the members as it is.
 func (c *chain) Refund(ctx context.Context, lease Lease, permits int) error {
@@ -203,10 +205,31 @@ func (c *chain) Refund(ctx context.Context, lease Lease, permits int) error {
 		return nil
 	}
 	g, ok := lease.o.Releaser.(*chainGrant)
-	if !ok || g.c != c || lease.o != &g.o || !g.refunded.CompareAndSwap(false, true) {
+	if !ok || !c.same(g.c) || lease.o != &g.o || !g.refunded.CompareAndSwap(false, true) {
 		return nil
 	}
 	return g.undo(ctx, permits)
+}
+
+// same reports whether o is c or a chain of the same members in the same
+// order (a Chain made per request of per-key limiters, as a
+// partitioned.Func may make it): a grant of either is a grant of both,
+// each member's lease its own. Members compare as Go's == does, and a
+// member of a type == cannot compare is the same only as itself in c.
+func (c *chain) same(o *chain) bool {
+	if o == c {
+		return true
+	}
+	if len(o.ls) != len(c.ls) {
+		return false
+	}
+	for i, l := range c.ls {
+		t := reflect.TypeOf(l)
+		if t != reflect.TypeOf(o.ls[i]) || !t.Comparable() || l != o.ls[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Wait takes permits from every limiter, waiting on each refusing one.

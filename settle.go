@@ -138,7 +138,8 @@ type settler interface {
 	Settle(ctx context.Context, lease Lease, actual int) error
 }
 
-// Settle settles lease, a reservation of this chain (see Lease.Reserve), at
+// Settle settles lease, a reservation of this chain (or of a Chain of the
+// same members, in the same order: see Refund; see Lease.Reserve), at
 // actual permits: each member settles its own grant, in order, with the
 // permits the chain reserved (through its Settle method, found through
 // Unwrap as package control finds it). A member whose grant holds its
@@ -158,7 +159,7 @@ func (c *chain) Settle(ctx context.Context, lease Lease, actual int) error {
 		return err
 	}
 	g, ok := grant.o.Releaser.(*chainGrant)
-	if !ok || g.c != c || grant.o != &g.o {
+	if !ok || !c.same(g.c) || grant.o != &g.o {
 		return fmt.Errorf("%w: not a grant of this chain", ErrInvalidLease)
 	}
 	ss := make([]settler, len(c.ls))

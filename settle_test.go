@@ -169,3 +169,31 @@ func TestNestedChainSettle(t *testing.T) {
 		t.Errorf("concurrency member after Release: %d available, want 5", st.Available)
 	}
 }
+
+// A Chain made anew per request of the same members (partitioned.Func's
+// way: Chain(perKey.For(key), global)) settles and refunds the grants of
+// another such Chain; a Chain of other members does not.
+func TestChainOfTheSameMembers(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	a := newMem(t, fixedwindow.Config{Limit: 100, Window: time.Hour}, clock)
+	b := newMem(t, fixedwindow.Config{Limit: 100, Window: time.Hour}, clock)
+	r, err := control.Reserve(bg, ratelimit.Chain(a, b), 50)
+	if err != nil || !r.Acquired() {
+		t.Fatalf("Reserve(50): %v, %v", r, err)
+	}
+	if err := control.Settle(bg, ratelimit.Chain(b, a), r, 1); !errors.Is(err, ratelimit.ErrInvalidLease) {
+		t.Fatalf("settled by a Chain of the members in another order: %v", err)
+	}
+	if err := control.Settle(bg, ratelimit.Chain(a, b), r, 1); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := ratelimit.Chain(a, b).Acquire(bg, 10)
+	if err := control.Refund(bg, ratelimit.Chain(a, b), g, 10); err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]ratelimit.Limiter{"a": a, "b": b} {
+		if st, _ := control.Stats(l); st.Available != 99 {
+			t.Errorf("%s: %d available, want 99 (50 reserved, settled at 1; 10 granted, refunded)", name, st.Available)
+		}
+	}
+}
