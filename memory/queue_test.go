@@ -3,16 +3,20 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
+	"github.com/limitkit/ratelimit/tokenbucket"
+	"github.com/limitkit/ratelimit/waittrace"
 )
 
 var bg = context.Background()
@@ -189,5 +193,89 @@ func TestWaitRefusalKeepsWindowMoves(t *testing.T) {
 		if lease.Acquired() != s.want {
 			t.Fatalf("step %d at %v: %v, want granted %v", i, s.at, lease, s.want)
 		}
+	}
+}
+
+// With the only waiter gone (cancelled), the limiter's timer is stopped:
+// nothing is left for it to serve, and a far-off timer kept it alive.
+func TestTimerStopsWithTheLastWaiter(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l, err := memory.New(tokenbucket.Config{Rate: 1.0 / 3600, Burst: 1}, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Acquire(context.Background(), 1)
+	queued := make(chan struct{})
+	ctx, cancel := context.WithCancel(waittrace.WithHooks(context.Background(), &waittrace.Hooks{
+		Queued: func(context.Context, int) { close(queued) },
+	}))
+	done := make(chan error, 1)
+	go func() { _, err := l.Wait(ctx, 1); done <- err }()
+	<-queued
+	if n := clock.Pending(); n != 1 {
+		t.Fatalf("%d timers while a waiter is queued, want 1", n)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if n := clock.Pending(); n != 0 {
+		t.Fatalf("%d timers armed with no waiter left", n)
+	}
+}
+
+// A status check (Wait of 0 permits) queues whatever the queue limit, also
+// when a Reconfigure lowered the limit below what is queued: it is not
+// refused (OldestFirst) and makes no waiter go (NewestFirst).
+func TestStatusCheckQueuesOverALoweredLimit(t *testing.T) {
+	for _, order := range []ratelimit.QueueOrder{ratelimit.OldestFirst, ratelimit.NewestFirst} {
+		clock := ratelimittest.NewClock()
+		cfg := tokenbucket.Config{Rate: 1, Burst: 10, Queue: ratelimit.Queue{Limit: 10, Order: order}}
+		l, err := memory.New(cfg, memory.WithClock(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Acquire(context.Background(), 10)
+		res := make(chan ratelimit.Lease, 2)
+		for i := range 2 {
+			queued := make(chan struct{})
+			ctx := waittrace.WithHooks(context.Background(), &waittrace.Hooks{Queued: func(context.Context, int) { close(queued) }})
+			go func() { g, _ := l.Wait(ctx, 5); res <- g }()
+			<-queued
+			if q := l.Stats().Queued; q != int64(5*(i+1)) {
+				t.Fatalf("%v: %d queued", order, q)
+			}
+		}
+		cfg.Queue.Limit = 4
+		if err := control.Reconfigure(l, cfg); err != nil {
+			t.Fatal(err)
+		}
+		queued := make(chan struct{})
+		ctx, cancel := context.WithCancel(waittrace.WithHooks(context.Background(), &waittrace.Hooks{Queued: func(context.Context, int) { close(queued) }}))
+		sc := make(chan error, 1)
+		go func() {
+			g, err := l.Wait(ctx, 0)
+			if err == nil {
+				err = fmt.Errorf("answered %v (%v)", g, g.Reason())
+			}
+			sc <- err
+		}()
+		select {
+		case <-queued:
+		case err := <-sc:
+			t.Fatalf("%v: the status check did not queue: %v", order, err)
+		}
+		if q := l.Stats().Queued; q != 10 {
+			t.Fatalf("%v: %d queued after the status check, want the 10 still there", order, q)
+		}
+		cancel()
+		if err := <-sc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("%v: the status check: %v", order, err)
+		}
+		if len(res) != 0 {
+			t.Fatalf("%v: a waiter was answered: %v", order, <-res)
+		}
+		l.Close()
 	}
 }

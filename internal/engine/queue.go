@@ -111,13 +111,16 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 	if l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst {
 		d = l.behindQueue(now, p)
 	}
+	// A status check (p == 0) queues whatever the limit: it holds no
+	// permit, and makes no waiter go (the queue may be over a limit
+	// lowered since).
 	limit := check.QueueLimit(l.conf().queue)
-	if p > limit || (l.conf().queue.Order == ratelimit.OldestFirst && l.queued()+p > limit) {
+	if p > 0 && (p > limit || (l.conf().queue.Order == ratelimit.OldestFirst && l.queued()+p > limit)) {
 		return nil, l.refuse(d, p, ratelimit.ReasonQueueFull), nil
 	}
 	// NewestFirst: the oldest waiters, up to last, must go to make room.
 	var last *waiter
-	for e, room := l.head, l.queued()+p-limit; room > 0; e = e.next {
+	for e, room := l.head, l.queued()+p-limit; p > 0 && room > 0; e = e.next {
 		room -= e.permits
 		last = e
 	}
@@ -334,6 +337,10 @@ func (l *limiter[S]) remove(w *waiter, now int64) {
 	l.x.gen++
 	if l.head == nil {
 		l.emptied = now
+		if l.x.timerAt != 0 { // nobody left to serve: the timer goes
+			l.x.stop()
+			l.x.timerAt = 0
+		}
 	}
 }
 
