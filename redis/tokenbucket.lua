@@ -165,7 +165,12 @@ local function decide_bucket(K, ARGV)
     -- whoever asks after it). A prior cancelled since stays the horizon:
     -- stricter, and when the debt left is repaid may come before the dues
     -- of the reservations made behind one cancelled earlier.
-    local x = min(cur + p, burst)
+    -- A bucket without the reservation (its key deleted by a Reset, whose
+    -- full bucket already gave the tokens back; or expired, full) gets
+    -- nothing back: while a reservation is outstanding, the horizon is at
+    -- or after its due.
+    local x = cur
+    if a and horizon >= arg then x = min(cur + p, burst) end
     local prior = tonumber(ARGV[11])
     if arg > 0 and arg == horizon and prior then horizon = min(horizon, prior) end
     save(x, l, horizon)

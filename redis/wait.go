@@ -55,10 +55,15 @@ func (l *Limiter) wait(ctx context.Context, permits int, span *waittrace.Span) (
 		}
 		d, known := lease.RetryAfter()
 		if known {
-			if deadline, ok := ctx.Deadline(); ok && l.until(deadline) < d {
-				return l.refusedAs(lease, ratelimit.ReasonDeadline), nil
+			j := jitter(d) // spread retries of competing processes
+			if deadline, ok := ctx.Deadline(); ok {
+				left := l.until(deadline)
+				if left < d {
+					return l.refusedAs(lease, ratelimit.ReasonDeadline), nil
+				}
+				j = min(j, (left-d)/2) // the retry comes before the deadline it can meet
 			}
-			d += jitter(d) // spread retries of competing processes
+			d += j
 		} else {
 			d, backoff = backoff, min(2*backoff, 50*time.Millisecond)
 		}
