@@ -332,8 +332,10 @@ func (rt *router) route(r *http.Request) []policy {
 // request's RateLimit members show the reservation's figures, the next
 // request's the settled ones. On a refusal t is the lease's
 // RetryAfter, and Retry-After is the same figure, so it never points
-// earlier than the end of t. On a grant t needs the policy's Config: see
-// Options.Config. A concurrency policy has qu="concurrent-requests" and no t.
+// earlier than the end of t. On a grant t is the lease's (a limiter of
+// one's own whose leases do not tell it needs Options.Config). A
+// concurrency policy whose configuration is known (Options.Config, or a
+// limiter that reports its own) has qu="concurrent-requests" and no t.
 //
 // l may be nil when Routes are given: only routed requests are limited.
 // Otherwise a nil l (or a nil *partitioned.Limiter in it), a policy name
