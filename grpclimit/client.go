@@ -60,7 +60,7 @@ func (e *RateLimitedError) GRPCStatus() *status.Status {
 // the server: a call that fails with codes.ResourceExhausted and a
 // google.rpc.RetryInfo detail or "retry-after" metadata (in seconds)
 // pauses its key for that long (the longer of the two when both are
-// given), so the next calls wait here (or, with
+// given; at most MaxPause), so the next calls wait here (or, with
 // FailFast, are refused here) instead of reaching the server. A call not
 // sent returns a *RateLimitedError.
 //
@@ -80,6 +80,10 @@ type Client struct {
 	FailFast bool
 	// Clock reads the time for pauses; the system clock when nil.
 	Clock ratelimit.Clock
+	// MaxPause bounds the pause one refusal can set (a longer one is cut
+	// to it): a wrong or hostile server cannot stall the calls that have
+	// no deadline for longer. Zero means a day.
+	MaxPause time.Duration
 
 	pauses sync.Map // key -> time.Time: no call before then
 }
@@ -151,7 +155,7 @@ func (c *Client) learn(key string, err error, md metadata.MD) {
 			d = max(d, time.Duration(min(s, int64(maxPause/time.Second)))*time.Second)
 		}
 	}
-	if d = min(d, maxPause); d > 0 {
+	if d = min(d, maxPause, base.MaxPause(c.MaxPause)); d > 0 {
 		base.Pause(&c.pauses, key, c.now().Add(d))
 	}
 }

@@ -344,3 +344,32 @@ func TestInvalid(t *testing.T) {
 		}
 	}
 }
+
+// A pause learnt from one refusal is cut to the Client's MaxPause.
+func TestClientMaxPause(t *testing.T) {
+	clock := ratelimittest.NewClockAt(time.Unix(3600*1000, 0))
+	perMethod, err := partitioned.New(partitioned.Config{
+		New: func(string) (ratelimit.Limiter, error) {
+			return memory.New(fixedwindow.Config{Limit: 1, Window: time.Hour}, memory.WithClock(clock))
+		},
+		Clock: clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer perMethod.Close()
+	addr, _ := server(t, perMethod, grpclimit.ServerOptions{Key: grpclimit.Method()})
+	hc := dial(t, addr, &grpclimit.Client{FailFast: true, Clock: clock, MaxPause: 10 * time.Minute})
+	ctx := context.Background()
+	check(ctx, hc)
+	if err := check(ctx, hc); status.Code(err) != codes.ResourceExhausted || errors.Is(err, grpclimit.ErrRateLimited) {
+		t.Fatalf("the server's refusal: %v", err)
+	}
+	var rl *grpclimit.RateLimitedError
+	if err := check(ctx, hc); !errors.As(err, &rl) {
+		t.Fatalf("after the refusal: %v, want a local refusal", err)
+	}
+	if d, ok := rl.RetryAfter(); !ok || d != 10*time.Minute {
+		t.Fatalf("local RetryAfter %v %v, want the MaxPause, 10m", d, ok)
+	}
+}

@@ -262,6 +262,36 @@ type trackingBody struct {
 func (b *trackingBody) Read(p []byte) (int, error) { b.read = true; return b.Reader.Read(p) }
 func (b *trackingBody) Close() error               { b.closed = true; return nil }
 
+// A pause learnt from one response is cut to MaxPause (a day by default):
+// an HTTP-date in the year 9999 does not stall requests for centuries.
+func TestTransportMaxPause(t *testing.T) {
+	for _, c := range []struct {
+		max, want time.Duration
+	}{{0, 24 * time.Hour}, {time.Hour, time.Hour}} {
+		var status atomic.Int32
+		status.Store(429)
+		srv, _ := upstream(t, &status, http.Header{"Retry-After": {"Fri, 31 Dec 9999 23:59:59 GMT"}})
+		clock := ratelimittest.NewClock()
+		tr := &httplimit.Transport{Limiter: perKey(t, fixedwindow.Config{Limit: 100, Window: time.Second}, nil), FailFast: true, Clock: clock, MaxPause: c.max}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		_, err = tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil))
+		var rl *httplimit.RateLimitedError
+		if !errors.As(err, &rl) || !retryIs(rl, c.want, c.want) {
+			t.Errorf("MaxPause %v: %v; want a local refusal for %v", c.max, err, c.want)
+		}
+		clock.Advance(c.want)
+		if resp, err := tr.RoundTrip(httptest.NewRequest("GET", srv.URL, nil)); err != nil {
+			t.Errorf("MaxPause %v, after it: %v", c.max, err)
+		} else {
+			resp.Body.Close()
+		}
+	}
+}
+
 func TestTransportLearnsFromUpstream(t *testing.T) {
 	for _, c := range []struct {
 		name string

@@ -51,8 +51,8 @@ func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimit
 // (delay-seconds or an HTTP-date), or an exhausted policy in the RateLimit
 // fields of any response (any member with r=0, for its t, or else its
 // policy's w in RateLimit-Policy; any RateLimit-Policy member with q=0, for
-// its w), pauses that partition for the longest of those times, so the
-// next requests wait here instead of hitting the server.
+// its w), pauses that partition for the longest of those times (at most
+// MaxPause), so the next requests wait here instead of hitting the server.
 //
 // A concurrency limiter's permit is held until the response body is closed
 // (or the round trip fails): never longer and never shorter.
@@ -75,6 +75,10 @@ type Transport struct {
 	Synthetic429 bool
 	// Clock reads the time for pauses learnt from upstreams; system clock when nil.
 	Clock ratelimit.Clock
+	// MaxPause bounds the pause one response can set (a longer one is
+	// cut to it): a wrong or hostile upstream cannot stall the requests
+	// that have no deadline for longer. Zero means a day.
+	MaxPause time.Duration
 
 	pauses sync.Map // key -> time.Time: no request before then
 }
@@ -189,6 +193,9 @@ func (t *Transport) learn(key string, resp *http.Response) {
 		if u := now.Add(d); u.After(until) {
 			until = u
 		}
+	}
+	if most := now.Add(base.MaxPause(t.MaxPause)); until.After(most) {
+		until = most
 	}
 	if until.After(now) {
 		base.Pause(&t.pauses, key, until)

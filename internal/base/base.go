@@ -64,6 +64,21 @@ func Now(clock ratelimit.Clock) time.Time {
 	return clock.Now()
 }
 
+// DefaultMaxPause is the longest pause one upstream's answer can set, unless
+// a client says otherwise (httplimit.Transport.MaxPause,
+// grpclimit.Client.MaxPause): a day, a daily quota's longest wait, so that
+// a wrong or hostile answer (Retry-After in the year 9999) cannot stall the
+// calls that have no deadline for years.
+const DefaultMaxPause = 24 * time.Hour
+
+// MaxPause is max, or DefaultMaxPause when max is not positive.
+func MaxPause(max time.Duration) time.Duration {
+	if max <= 0 {
+		return DefaultMaxPause
+	}
+	return max
+}
+
 // Pause stores until, the end of a pause learnt from an upstream, under key
 // in pauses (a map of string to time.Time), unless a later end is there
 // already: a short pause learnt from one response never cuts a longer one
