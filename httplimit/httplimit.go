@@ -496,7 +496,10 @@ func (m *middleware) acquire(r *http.Request, p *policy, key string) (ratelimit.
 		lease, err = p.l.Wait(ctx, key, permits)
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
-			err = nil // waited MaxWait: a refusal
+			// Waited MaxWait: asked once more without waiting, for a
+			// refusal's figures (Retry-After, the policy's member), or
+			// a grant of the permits that came just then.
+			lease, err = p.l.Acquire(r.Context(), key, permits)
 		}
 	}
 	if p.cost != nil && err == nil {

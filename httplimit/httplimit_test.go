@@ -567,3 +567,19 @@ func retryIs(e *httplimit.RateLimitedError, lo, hi time.Duration) bool {
 	d, ok := e.RetryAfter()
 	return ok && d >= lo && d <= hi
 }
+
+// A request that waited MaxWait in vain is refused with the figures of a
+// refusal: Retry-After, and the refusing policy's member with r=0.
+func TestMaxWaitRefusalHasFigures(t *testing.T) {
+	// The window ends within MaxWait, so the request queues; the clock
+	// never moves, so MaxWait runs out while it waits.
+	clock := ratelimittest.NewClockAt(time.Now())
+	h := middleware(t, perKey(t, fixedwindow.Config{Limit: 1, Window: 10 * time.Millisecond}, clock), httplimit.Options{Clock: clock, MaxWait: 50 * time.Millisecond}, ok)
+	if w := serve(h, "192.0.2.1:1", nil); w.Code != http.StatusOK {
+		t.Fatalf("first: %d", w.Code)
+	}
+	w := serve(h, "192.0.2.1:1", nil)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Header().Get("RateLimit"), ";r=0;") {
+		t.Fatalf("after MaxWait: %d, RateLimit %q, Retry-After %q; want 429 with the refusal's figures", w.Code, w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
+	}
+}
