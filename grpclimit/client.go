@@ -82,7 +82,8 @@ type Client struct {
 	Clock ratelimit.Clock
 	// MaxPause bounds the pause one refusal can set (a longer one is cut
 	// to it): a wrong or hostile server cannot stall the calls that have
-	// no deadline for longer. Zero means a day.
+	// no deadline for longer. Zero means 366 days (a yearly quota's
+	// longest wait).
 	MaxPause time.Duration
 
 	pauses sync.Map // key -> time.Time: no call before then

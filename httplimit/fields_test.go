@@ -95,11 +95,12 @@ func TestLongWindows(t *testing.T) {
 		}
 	}
 
-	// 100 years, the longest window, learnt from an upstream.
+	// 100 years, the longest window, learnt from an upstream (MaxPause
+	// lets it be).
 	long := http.Header{"Retry-After": {"3153600000"}, "Ratelimit": {`"x";r=0;t=99999999999999`}}
 	status.Store(429)
 	srv2, hits := upstream(t, &status, long)
-	tr2 := &httplimit.Transport{Limiter: perKey(t, fixedwindow.Config{Limit: 100, Window: time.Second}, nil), FailFast: true}
+	tr2 := &httplimit.Transport{Limiter: perKey(t, fixedwindow.Config{Limit: 100, Window: time.Second}, nil), FailFast: true, MaxPause: 100 * 366 * 24 * time.Hour}
 	for i := 0; i < 2; i++ {
 		resp, err := tr2.RoundTrip(mustRequest(t, srv2.URL))
 		if i == 0 {

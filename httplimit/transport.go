@@ -77,7 +77,8 @@ type Transport struct {
 	Clock ratelimit.Clock
 	// MaxPause bounds the pause one response can set (a longer one is
 	// cut to it): a wrong or hostile upstream cannot stall the requests
-	// that have no deadline for longer. Zero means a day.
+	// that have no deadline for longer. Zero means 366 days (a yearly quota's
+	// longest wait).
 	MaxPause time.Duration
 
 	pauses sync.Map // key -> time.Time: no request before then

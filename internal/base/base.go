@@ -66,10 +66,10 @@ func Now(clock ratelimit.Clock) time.Time {
 
 // DefaultMaxPause is the longest pause one upstream's answer can set, unless
 // a client says otherwise (httplimit.Transport.MaxPause,
-// grpclimit.Client.MaxPause): a day, a daily quota's longest wait, so that
-// a wrong or hostile answer (Retry-After in the year 9999) cannot stall the
-// calls that have no deadline for years.
-const DefaultMaxPause = 24 * time.Hour
+// grpclimit.Client.MaxPause): 366 days, the longest wait of a calendar
+// quota (a year's), so that a wrong or hostile answer (Retry-After in the
+// year 9999) cannot stall the calls that have no deadline for centuries.
+const DefaultMaxPause = 366 * 24 * time.Hour
 
 // MaxPause is max, or DefaultMaxPause when max is not positive.
 func MaxPause(max time.Duration) time.Duration {
