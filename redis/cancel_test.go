@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/redistest"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/redis"
@@ -105,6 +106,44 @@ func cancelledLastReservation(t *testing.T, c goredis.UniversalClient) {
 		clock.Advance(100 * time.Millisecond)
 		if lease, err := l.Acquire(bg, 1); err != nil || !lease.Acquired() {
 			t.Fatalf("%s: Acquire(1) after a: %v %v, want granted", name, lease, err)
+		}
+	}
+}
+
+// TestCancelledDuringTheReservingCall: a Wait whose ctx ends while its
+// reserving call is in flight (the server paused) returns at once; the
+// reservation the script makes once the server resumes is cancelled when
+// its answer comes, and holds nobody back.
+func TestCancelledDuringTheReservingCall(t *testing.T) {
+	srv := redistest.Start(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	l := mustNew(t, c, "in-flight", tokenbucket.Config{Rate: 1, Burst: 100}, redis.WithTimeout(10*time.Second))
+	if g, err := l.Acquire(bg, 100); err != nil || !g.Acquired() {
+		t.Fatal(g, err)
+	}
+	srv.Pause(t)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { _, err := l.Wait(ctx, 50); done <- err }()
+	time.Sleep(100 * time.Millisecond) // its call is sent, and waits for the server
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the Wait: %v, want context.Canceled", err)
+	}
+	srv.Resume(t)
+	// Without the reservation, one token is 1s away; with it, 51s.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		g, err := l.Acquire(bg, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := g.RetryAfter(); d <= 2*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			d, _ := g.RetryAfter()
+			t.Fatalf("the cancelled Wait's reservation stands: a token is %v away", d)
 		}
 	}
 }

@@ -102,6 +102,53 @@ func (l *Limiter) refusedAs(lease ratelimit.Lease, r ratelimit.Reason) ratelimit
 	return (&l.params().infos).Lease(d, r, 0)
 }
 
+// reserveCall makes the reserving call of p permits. A ctx that ends while
+// the call is in flight returns at once, as any call does; the call goes
+// on (bounded by the limiter's timeout) and what it took is given back
+// when its answer comes: a reservation is cancelled, a grant refunded, so
+// that a script run after its caller left holds nothing for nobody.
+func (l *Limiter) reserveCall(ctx context.Context, p, maxWait int64) (reply, error) {
+	if ctx.Done() == nil {
+		return l.call(ctx, l.localNow(), opWait, p, maxWait)
+	}
+	type answer struct {
+		r   reply
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		r, err := l.call(context.WithoutCancel(ctx), l.localNow(), opWait, p, maxWait)
+		ch <- answer{r, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.r, a.err
+	case <-ctx.Done():
+	}
+	select {
+	case a := <-ch: // answered meanwhile: the answer stands
+		return a.r, a.err
+	default:
+	}
+	go func() {
+		a := <-ch
+		if a.err != nil || !a.r.granted || a.r.at == 0 {
+			return
+		}
+		bctx, cancel := l.bound(context.WithoutCancel(ctx))
+		defer cancel()
+		op, extra := opRefund, []interface{}{a.r.at}
+		if a.r.retryAfter >= 0 { // a reservation
+			op, extra = opCancel, []interface{}{a.r.at, a.r.prior}
+		}
+		if _, err := l.call(bctx, l.localNow(), op, p, extra...); err != nil {
+			l.failed(err)
+		}
+		l.refusal.Store(nil)
+	}()
+	return reply{}, ctx.Err()
+}
+
 // reserve is the token bucket's Wait: one round trip takes the tokens (the
 // bucket goes into debt), then one sleep until they have arrived. The
 // reservation is due at the instant Acquire would grant them, and never
@@ -115,7 +162,7 @@ func (l *Limiter) reserve(ctx context.Context, p int64, span *waittrace.Span) (r
 	if deadline, ok := ctx.Deadline(); ok {
 		maxWait = int64(max(l.until(deadline), 0) / time.Microsecond)
 	}
-	r, err := l.call(ctx, l.localNow(), opWait, p, maxWait)
+	r, err := l.reserveCall(ctx, p, maxWait)
 	if err != nil {
 		return l.fail(ctx, err, func(f ratelimit.Limiter) (ratelimit.Lease, error) {
 			return f.Wait(ctx, int(p)) // its queueing is told as this Wait's
