@@ -279,6 +279,7 @@ func (c *chain) wait(ctx context.Context, permits int, span *waittrace.Span) (Le
 		if err := sleep(ctx, d); err != nil {
 			return Lease{}, err
 		}
+		span.Leave(time.Now()) // a member's Wait that queues next tells its own time
 		at = -1
 	}
 }

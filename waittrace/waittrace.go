@@ -123,6 +123,24 @@ func (s *Span) Join(now time.Time) {
 	}
 }
 
+// Leave marks that the Wait stops queueing, or sleeping, at now, without
+// an answer: it asks again, and may Join again. The time since its Join
+// counts as queued, once; a Wait begun inside it afterwards adds its own
+// time, not counted twice.
+func (s *Span) Leave(now time.Time) {
+	if s == nil || !s.queued {
+		return
+	}
+	s.queued = false
+	top := s
+	for top.outer != nil {
+		top = top.outer
+	}
+	top.mu.Lock()
+	top.spent += max(now.Sub(s.since), 0)
+	top.mu.Unlock()
+}
+
 // Done marks that the Wait is answered at now, granted or not, with err.
 // A Span begun inside another Wait's adds the time it spent queued (from
 // its Join, on its own limiter's clock) to the outer one's; the outer one,

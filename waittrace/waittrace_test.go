@@ -83,6 +83,24 @@ func TestNested(t *testing.T) {
 	}
 }
 
+// A Wait that slept (Join, Leave) and then waited in an inner Wait is told
+// the sum, each interval once: the sleep's, then the inner one's.
+func TestLeaveThenNested(t *testing.T) {
+	var l log
+	ctx, outer := waittrace.Begin(waittrace.WithHooks(context.Background(), l.hooks()), 1)
+	t0 := time.Unix(100, 0)
+	outer.Join(t0)
+	outer.Leave(t0.Add(50 * time.Millisecond))
+	outer.Leave(t0.Add(time.Hour)) // left already: nothing more
+	_, inner := waittrace.Begin(ctx, 1)
+	inner.Join(t0.Add(50 * time.Millisecond))
+	inner.Done(t0.Add(100*time.Millisecond), true, nil)
+	outer.Done(t0.Add(100*time.Millisecond), true, nil)
+	if l.queued != 1 || l.dequeued != 1 || l.d != 100*time.Millisecond {
+		t.Fatalf("told %+v; want once each, 50ms asleep + 50ms queued", l)
+	}
+}
+
 // An outer Wait that never joined, but whose inner one did, is told.
 func TestNestedOnlyInner(t *testing.T) {
 	var l log
