@@ -20,6 +20,15 @@
 // state. All keys of one limiter share a hash slot, so Redis Cluster works;
 // any go-redis UniversalClient (single node, Cluster, Ring, Sentinel) does.
 //
+// A decision sent twice only counts twice (stricter), and a concurrency
+// holder's acquire is recognised when sent again; but what gives permits
+// back (Refund, Settle, a cancelled Wait's reservation) is applied each
+// time it runs. go-redis sends a command again, by default (MaxRetries 3),
+// when its reply is lost to a read timeout or a closed connection, after
+// the server may have run it: for give-backs that are never applied twice,
+// make the client with MaxRetries: -1 (a lost reply is then an error, and
+// the permits stay taken, which only admits less).
+//
 // Inside this project go-redis is imported as goredis, as in these examples:
 //
 //	import goredis "github.com/redis/go-redis/v9"
