@@ -282,6 +282,18 @@ func (l *Limiter) Refund(ctx context.Context, key string, lease ratelimit.Lease,
 			return undo(ctx, l.cfg.Overflow, g.lease, permits)
 		}
 	}
+	p := l.lookup(key)
+	if p == nil {
+		lease.Release()
+		return nil
+	}
+	defer p.done()
+	return undo(ctx, p.limiter, lease, permits)
+}
+
+// lookup returns key's partition, raised by one call in flight (done ends
+// it), or nil when key has none: it makes none.
+func (l *Limiter) lookup(key string) *partition {
 	s, h := l.hash(key)
 	s.mu.RLock()
 	_, p := s.find(&l.store, key, h)
@@ -289,12 +301,7 @@ func (l *Limiter) Refund(ctx context.Context, key string, lease ratelimit.Lease,
 		p.inflight.Add(1) // under the read lock: the sweeper cannot take p now
 	}
 	s.mu.RUnlock()
-	if p == nil {
-		lease.Release()
-		return nil
-	}
-	defer p.done()
-	return undo(ctx, p.limiter, lease, permits)
+	return p
 }
 
 // undo gives back lease, a grant of permits that lim made: Refund when lim

@@ -51,13 +51,7 @@ func (l *Limiter) Settle(ctx context.Context, key string, lease ratelimit.Lease,
 			return s.Settle(ctx, g.lease.Reserve(permits), actual)
 		}
 	}
-	s, h := l.hash(key)
-	s.mu.RLock()
-	_, p := s.find(&l.store, key, h)
-	if p != nil {
-		p.inflight.Add(1) // under the read lock: the sweeper cannot take p now
-	}
-	s.mu.RUnlock()
+	p := l.lookup(key)
 	if p == nil {
 		if actual <= permits { // nothing to charge, nothing left to give back
 			return lease.ClaimSettlement()
