@@ -215,7 +215,8 @@ func (c *chain) Refund(ctx context.Context, lease Lease, permits int) error {
 // order (a Chain made per request of per-key limiters, as a
 // partitioned.Func may make it): a grant of either is a grant of both,
 // each member's lease its own. Members compare as Go's == does, and a
-// member of a type == cannot compare is the same only as itself in c.
+// member that == cannot compare (a func, or a struct holding one or a
+// slice) is the same only as itself in c.
 func (c *chain) same(o *chain) bool {
 	if o == c {
 		return true
@@ -224,8 +225,9 @@ func (c *chain) same(o *chain) bool {
 		return false
 	}
 	for i, l := range c.ls {
-		t := reflect.TypeOf(l)
-		if t != reflect.TypeOf(o.ls[i]) || !t.Comparable() || l != o.ls[i] {
+		// Value.Comparable looks into the interfaces a value holds, where
+		// == would panic on a func or a slice.
+		if reflect.TypeOf(l) != reflect.TypeOf(o.ls[i]) || !reflect.ValueOf(l).Comparable() || !reflect.ValueOf(o.ls[i]).Comparable() || l != o.ls[i] {
 			return false
 		}
 	}

@@ -197,3 +197,21 @@ func TestChainOfTheSameMembers(t *testing.T) {
 		}
 	}
 }
+
+// wrapped holds a limiter: comparable as a type, but == panics on the
+// limiterFunc (a func) it may hold.
+type wrapped struct{ ratelimit.Limiter }
+
+// A Chain compares members that == cannot compare without panicking.
+func TestChainOfUncomparableMembers(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	m := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
+	f := wrapped{limiterFunc(m.Acquire)}
+	g, err := ratelimit.Chain(f, m).Acquire(bg, 1)
+	if err != nil || !g.Acquired() {
+		t.Fatal(g, err)
+	}
+	if err := control.Refund(bg, ratelimit.Chain(f, m), g, 1); err != nil { // another Chain: not the same, no panic
+		t.Fatal(err)
+	}
+}
