@@ -133,6 +133,14 @@ func (l Lease) CheckSettle(ctx context.Context, actual int) (grant Lease, permit
 	return grant, permits, nil
 }
 
+// noCost reports whether err is a member's answer that its grant, held
+// until Release (a concurrency limit's), has no cost to settle: an error
+// with a NoCost method (the memory and redis backends' internal/backend.NoCost).
+func noCost(err error) bool {
+	var nc interface{ NoCost() }
+	return errors.As(err, &nc)
+}
+
 // settler is the capability package control's Settle reaches.
 type settler interface {
 	Settle(ctx context.Context, lease Lease, actual int) error
@@ -143,13 +151,15 @@ type settler interface {
 // actual permits: each member settles its own grant, in order, with the
 // permits the chain reserved (through its Settle method, found through
 // Unwrap as package control finds it). A member whose grant holds its
-// permits until Release (a concurrency limit) and that has no Settle, or
-// whose Settle answers an error wrapping errors.ErrUnsupported, has nothing
-// to settle, and is left as it is; a member whose grant is of another kind
-// (a Chain's, a wrapper's) settles it. Every other member must be able to
-// settle (one that cannot is an error wrapping errors.ErrUnsupported, and
-// nothing is settled); a lease of another limiter, a refusal, a lease
-// settled already or a negative actual is an error and settles nothing.
+// permits until Release (a concurrency limit) has nothing to settle, and
+// is left as it is: one with no Settle, or whose Settle says so (the
+// memory and redis backends' concurrency limits do); a member whose grant
+// is of another kind (a Chain's, a wrapper's) settles it. Every other
+// member must be able to settle: one with no Settle is an error wrapping
+// errors.ErrUnsupported before anything is settled (a nested Chain that
+// cannot settle says so when its turn comes, and its error is joined); a
+// lease of another limiter, a refusal, a lease settled already or a
+// negative actual is an error and settles nothing.
 // The members' errors are joined: a member that fails (a Redis outage)
 // leaves its grant as it was, and the lease is settled all the same (it is
 // never settled twice).
@@ -178,7 +188,7 @@ func (c *chain) Settle(ctx context.Context, lease Lease, actual int) error {
 			continue
 		}
 		err := s.Settle(ctx, g.leases[i].Reserve(permits), actual)
-		if err != nil && !(g.leases[i].o.Releaser != nil && errors.Is(err, errors.ErrUnsupported)) {
+		if err != nil && !noCost(err) {
 			errs = append(errs, fmt.Errorf("ratelimit: chain member %d: %w", i, err))
 		}
 	}

@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -213,5 +214,40 @@ func TestChainOfUncomparableMembers(t *testing.T) {
 	}
 	if err := control.Refund(bg, ratelimit.Chain(f, m), g, 1); err != nil { // another Chain: not the same, no panic
 		t.Fatal(err)
+	}
+}
+
+// settleForwarder forwards Settle to what it wraps, as a wrapper of one's
+// own may: for FromRate, an error wrapping ErrUnsupported at run time.
+type settleForwarder struct{ ratelimit.Limiter }
+
+func (f settleForwarder) Settle(ctx context.Context, lease ratelimit.Lease, actual int) error {
+	return control.Settle(ctx, f.Limiter, lease, actual)
+}
+
+// A nested Chain that cannot settle says so (its error is joined), and a
+// refund of a reservation whose settlement a member refused at run time is
+// not made a second time: what the others gave back stays given once.
+func TestChainSettleUnsupportedAtRunTime(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	a := newMem(t, fixedwindow.Config{Limit: 10, Window: time.Hour}, clock)
+	x := ratelimit.FromRate(rate.NewLimiter(1, 100))
+	nested := ratelimit.Chain(ratelimit.Chain(x), a)
+	r, _ := control.Reserve(bg, nested, 1)
+	if err := control.Settle(bg, nested, r, 0); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("settling a Chain whose nested Chain cannot settle: %v, want ErrUnsupported", err)
+	}
+
+	c := ratelimit.Chain(a, settleForwarder{x})
+	a.Acquire(bg, 6) // the nested Chain's 1 was settled at 0 by a: 6 of 10 used
+	r, err := control.Reserve(bg, c, 3)
+	if err != nil || !r.Acquired() {
+		t.Fatalf("Reserve(3): %v, %v", r, err)
+	}
+	if err := control.Refund(bg, c, r, 3); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("refund: %v, want the forwarder's ErrUnsupported", err)
+	}
+	if st, _ := control.Stats(a); st.Available != 4 {
+		t.Fatalf("a after the refund: %d available, want 4 (its 3 given back once)", st.Available)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"fmt"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/internal/backend"
 )
 
 // Refund gives back the permits of lease, a grant of permits that l
@@ -47,7 +48,7 @@ func Refund(ctx context.Context, l ratelimit.Limiter, lease ratelimit.Lease, per
 			return fmt.Errorf("%w: %d is negative", ratelimit.ErrInvalidPermits, permits)
 		}
 		err := Settle(ctx, l, lease, max(n-permits, 0))
-		if !errors.Is(err, errors.ErrUnsupported) {
+		if !backend.IsNoCost(err) {
 			return err
 		}
 		lease = grant

@@ -24,8 +24,10 @@ import (
 // are reported as control.Settle says; a lease of another limiter is told
 // apart by the limiter that settles it (when none does, nothing changes
 // but the lease, claimed). An Overflow grant held until Release (a
-// concurrency limiter's) has no cost to settle: an error wrapping
-// errors.ErrUnsupported, and the lease stays as it was.
+// concurrency limiter's) has no cost to settle: Overflow's Settle says so
+// (an error wrapping errors.ErrUnsupported), the reservation is settled as
+// nothing, and its permit comes back on its Release (control.Refund of the
+// reservation, not settled before, releases it).
 func (l *Limiter) Settle(ctx context.Context, key string, lease ratelimit.Lease, actual int) error {
 	grant, permits, err := lease.CheckSettle(ctx, actual)
 	if err != nil {
@@ -42,8 +44,8 @@ func (l *Limiter) Settle(ctx context.Context, key string, lease ratelimit.Lease,
 			s, ok := control.As[interface {
 				Settle(context.Context, ratelimit.Lease, int) error
 			}](l.cfg.Overflow)
-			if !ok || g.lease.Outcome().Releaser != nil {
-				return fmt.Errorf("partitioned: the Overflow limiter (%T) cannot settle this grant: %w", l.cfg.Overflow, errors.ErrUnsupported)
+			if !ok {
+				return fmt.Errorf("partitioned: the Overflow limiter (%T) cannot settle: %w", l.cfg.Overflow, errors.ErrUnsupported)
 			}
 			if err := lease.ClaimSettlement(); err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/control"
+	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/partitioned"
 	"github.com/limitkit/ratelimit/ratelimittest"
@@ -105,8 +106,8 @@ func TestSettleOverflowAndNoPartition(t *testing.T) {
 }
 
 // An Overflow grant held until Release (a concurrency limiter's) has no
-// cost to settle: the settlement is refused before the lease is claimed,
-// and a refund of the reservation then releases Overflow's permit.
+// cost to settle: Settle says so, and the permit comes back on Release; a
+// refund of such a reservation (not settled) releases it.
 func TestSettleOverflowConcurrency(t *testing.T) {
 	over, err := memory.New(concurrency.Config{Limit: 1})
 	if err != nil {
@@ -125,13 +126,42 @@ func TestSettleOverflowConcurrency(t *testing.T) {
 	if err != nil || !r.Acquired() {
 		t.Fatal(r, err)
 	}
-	if err := control.Settle(bg, p.For("b"), r, 0); !errors.Is(err, errors.ErrUnsupported) || r.Settled() {
-		t.Fatalf("Settle: %v (settled %v), want ErrUnsupported, unsettled", err, r.Settled())
+	if err := control.Settle(bg, p.For("b"), r, 0); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Settle: %v, want ErrUnsupported", err)
+	}
+	r.Release()
+	r, err = control.Reserve(bg, p.For("b"), 1)
+	if err != nil || !r.Acquired() {
+		t.Fatalf("after the Release: %v, %v; want Overflow's permit back", r, err)
 	}
 	if err := control.Refund(bg, p.For("b"), r, 1); err != nil {
 		t.Fatal(err)
 	}
 	if g, _ := over.Acquire(bg, 1); !g.Acquired() {
 		t.Fatalf("Overflow's permit was not given back by the refund: %v", g)
+	}
+}
+
+// An Overflow that is a Chain settles its grant.
+func TestSettleOverflowChain(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	cfg := fixedwindow.Config{Limit: 10, Window: time.Hour}
+	f := factoryOf(t, cfg, clock)
+	inner, err := memory.New(cfg, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	p := newPartitioned(t, partitioned.Config{New: f.ForKey, MaxPartitions: 1, Overflow: ratelimit.Chain(inner), Clock: clock})
+	control.Reserve(bg, p.For("a"), 1)           // a holds the one partition
+	r, err := control.Reserve(bg, p.For("b"), 5) // served by Overflow
+	if err != nil || !r.Acquired() {
+		t.Fatal(r, err)
+	}
+	if err := control.Settle(bg, p.For("b"), r, 8); err != nil {
+		t.Fatal(err)
+	}
+	if st := inner.Stats(); st.Available != 2 {
+		t.Fatalf("Overflow's member after 5 settled at 8: %+v, want 2 available", st)
 	}
 }

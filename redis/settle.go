@@ -57,7 +57,7 @@ func (l *Limiter) Settle(ctx context.Context, lease ratelimit.Lease, actual int)
 		return err
 	}
 	if l.release {
-		return fmt.Errorf("redis: a concurrency limit has no cost to settle (its permits come back on Release): %w", errors.ErrUnsupported)
+		return &backend.NoCost{Backend: "redis", Config: l.params().cfg}
 	}
 	if !l.settles {
 		return fmt.Errorf("redis: %T has no settlement: %w", l.params().cfg, errors.ErrUnsupported)

@@ -4,6 +4,8 @@
 package backend
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -92,4 +94,29 @@ func Grant(o *ratelimit.Outcome, d Decision, token uint64) ratelimit.Lease {
 func Refusal(d Decision, limit int64, reason ratelimit.Reason) ratelimit.Lease {
 	o := &ratelimit.Outcome{Limit: limit, Reason: reason}
 	return o.Lease(d.Remaining, d.RetryAfter, d.ResetAfter, 0)
+}
+
+// NoCost is the error a limiter's Settle returns for a grant held until
+// Release (a concurrency limit's): there is no cost to settle. It wraps
+// errors.ErrUnsupported; a Chain and control.Refund tell it apart from a
+// limiter that cannot settle at all by its NoCost method (see IsNoCost;
+// the root package, which imports nothing internal, asks for the method).
+type NoCost struct {
+	Backend string           // "memory", "redis"
+	Config  ratelimit.Config // the limit's
+}
+
+func (e *NoCost) Error() string {
+	return fmt.Sprintf("%s: a %T limit has no cost to settle (its permits come back on Release): %v", e.Backend, e.Config, errors.ErrUnsupported)
+}
+
+func (e *NoCost) Unwrap() error { return errors.ErrUnsupported }
+
+// NoCost marks the error (see IsNoCost).
+func (*NoCost) NoCost() {}
+
+// IsNoCost reports whether err says that a grant has no cost to settle.
+func IsNoCost(err error) bool {
+	var nc interface{ NoCost() }
+	return errors.As(err, &nc)
 }

@@ -33,7 +33,7 @@ func (t *grantTag[S]) GrowsAfter(remaining int64, resetAfter time.Duration, now 
 // limiters have had: see grantTag).
 func (c *conf[S]) settles(grant ratelimit.Lease) error {
 	if !c.has(Charges) {
-		return fmt.Errorf("memory: a %T limit has no cost to settle (its permits come back on Release): %w", c.cfg, errors.ErrUnsupported)
+		return &backend.NoCost{Backend: "memory", Config: c.cfg}
 	}
 	o := grant.Outcome()
 	t, ok := o.Grows.(*grantTag[S])
