@@ -195,6 +195,11 @@ local function decide_bucket(K, ARGV)
     return reply(false, rem, due - now, reset_after(cur, l))
   end
 
+  -- Dues are distinct while a reservation is outstanding, so that the
+  -- horizon names the last one alone (a cancel relies on it): a
+  -- reservation due with the one before it is due a microsecond later.
+  if due == horizon and horizon > now then due = horizon + 1 end
+
   -- Reserve: the bucket goes into debt, bounded by the queue limit, and
   -- the reservation is due at due, which becomes the horizon. More than
   -- the burst is never reserved (the client checks it, but a Reconfigure
