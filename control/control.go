@@ -69,7 +69,10 @@ func Refund(ctx context.Context, l ratelimit.Limiter, lease ratelimit.Lease, per
 // shares. A rate limit's grants made before a Reset are not told apart
 // from later ones: refunding or settling one after it gives its permits
 // back a second time (the Reset gave them back already), as a second
-// refund of a grant would; refund before resetting, or not at all.
+// refund of a grant would; refund before resetting, or not at all. On
+// Redis, a token bucket's Wait sleeping on its reservation across a Reset
+// and then cancelled gives its tokens back so too (memory takes the
+// queued reservations again from the full bucket).
 func Reset(ctx context.Context, l ratelimit.Limiter) error {
 	r, err := find[interface {
 		Reset(ctx context.Context) error

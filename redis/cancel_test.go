@@ -149,37 +149,47 @@ func TestCancelledDuringTheReservingCall(t *testing.T) {
 }
 
 // TestTiedReservations: two reservations that the refill makes due at one
-// tick are due a microsecond apart, so that the horizon names the last.
-// The first cancelled, the second still sleeps and a newcomer at the tick
-// does not overtake it; the second cancelled too, the tick's tokens are
-// all there.
+// tick, both cancelled (the first, then the second): each gives its tokens
+// back, and the tick's 10 are all there, as in memory.
 func TestTiedReservations(t *testing.T) {
 	_, c := miniClient(t)
+	cfg := tokenbucket.Config{Burst: 10, Period: time.Second, PerPeriod: 10}
 	clock := ratelimittest.NewClockAt(time.Unix(1_800_000_000, 0)) // on a tick
-	l := mustNew(t, c, "tied", tokenbucket.Config{Burst: 10, Period: time.Second, PerPeriod: 10}, redis.WithClock(clock), redis.WithoutRefusalCache())
-	if g, _ := l.Acquire(bg, 10); !g.Acquired() {
-		t.Fatal(g)
-	}
-	ctx1, cancel1 := context.WithCancel(bg)
-	ctx2, cancel2 := context.WithCancel(bg)
-	done := make(chan error, 2)
-	go func() { _, err := l.Wait(ctx1, 5); done <- err }()
-	waitTimers(t, clock, 1)
-	go func() { _, err := l.Wait(ctx2, 5); done <- err }()
-	waitTimers(t, clock, 2)
-	cancel1()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	mem, err := memory.New(cfg, memory.WithClock(clock))
+	if err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(time.Second) // the tick: the second is due a microsecond later
-	if g, _ := l.Acquire(bg, 1); g.Acquired() {
-		t.Fatalf("a newcomer at the tick overtook the sleeping reservation: %v", g)
-	}
-	cancel2()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	if g, _ := l.Acquire(bg, 10); !g.Acquired() {
-		t.Fatalf("both reservations cancelled: %v, want the tick's 10", g)
+	defer mem.Close()
+	for name, l := range map[string]ratelimit.Limiter{
+		"memory": mem,
+		"redis":  mustNew(t, c, "tied", cfg, redis.WithClock(clock), redis.WithoutRefusalCache()),
+	} {
+		if g, _ := l.Acquire(bg, 10); !g.Acquired() {
+			t.Fatal(name, g)
+		}
+		ctx1, cancel1 := context.WithCancel(bg)
+		ctx2, cancel2 := context.WithCancel(bg)
+		done := make(chan error, 2)
+		go func() { _, err := l.Wait(ctx1, 5); done <- err }()
+		waitTimers(t, clock, 1)
+		go func() { _, err := l.Wait(ctx2, 5); done <- err }()
+		if name == "redis" {
+			waitTimers(t, clock, 2) // each asleep on its own timer
+		} else {
+			for mem.Stats().Queued != 10 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		for _, cancel := range []context.CancelFunc{cancel1, cancel2} {
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatal(name, err)
+			}
+		}
+		clock.Advance(time.Second) // the tick
+		if g, _ := l.Acquire(bg, 10); !g.Acquired() {
+			t.Fatalf("%s: both reservations cancelled: %v, want the tick's 10", name, g)
+		}
+		clock.Advance(time.Hour)
 	}
 }

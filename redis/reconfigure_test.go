@@ -1,7 +1,6 @@
 package redis_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
-	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
@@ -722,54 +720,5 @@ func TestRefundOfAStateLaidOutByAnotherWindow(t *testing.T) {
 				t.Errorf("after the refund, %d more granted at 22s: the short window [20s, 30s) holds %d of its 3", granted, 1+granted)
 			}
 		})
-	}
-}
-
-// TestResetThenCancelledReservation: a Wait sleeping on its reservation
-// when the bucket is Reset, then cancelled, gives nothing back: the Reset's
-// full bucket did already (memory takes the queued reservations again from
-// it). Burst 5 grants 5 at one instant, not 10.
-func TestResetThenCancelledReservation(t *testing.T) {
-	_, c := miniClient(t)
-	cfg := tokenbucket.Config{Rate: 1, Burst: 5}
-	clock := ratelimittest.NewClock()
-	mem, err := memory.New(cfg, memory.WithClock(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	for name, l := range map[string]ratelimit.Limiter{
-		"memory": mem,
-		"redis":  mustNew(t, c, "reset-cancel", cfg, redis.WithClock(clock)),
-	} {
-		l.Acquire(bg, 5)
-		ctx, cancel := context.WithCancel(bg)
-		type answer struct {
-			lease ratelimit.Lease
-			err   error
-		}
-		done := make(chan answer, 1)
-		go func() { g, err := l.Wait(ctx, 5); done <- answer{g, err} }()
-		waitTimers(t, clock, 1) // asleep on its reservation (memory: its timer)
-		if err := control.Reset(bg, l); err != nil {
-			t.Fatal(err)
-		}
-		granted := 0
-		if g, _ := l.Acquire(bg, 5); g.Acquired() {
-			granted += 5
-		}
-		cancel()
-		if a := <-done; a.lease.Acquired() {
-			granted += 5
-		} else if !errors.Is(a.err, context.Canceled) {
-			t.Fatalf("%s: the Wait: %v %v", name, a.lease, a.err)
-		}
-		if g, _ := l.Acquire(bg, 5); g.Acquired() {
-			granted += 5
-		}
-		if granted != 5 {
-			t.Errorf("%s: %d permits granted at one instant after the Reset, want the burst, 5", name, granted)
-		}
-		clock.Advance(time.Hour)
 	}
 }

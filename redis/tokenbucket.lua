@@ -165,12 +165,10 @@ local function decide_bucket(K, ARGV)
     -- whoever asks after it). A prior cancelled since stays the horizon:
     -- stricter, and when the debt left is repaid may come before the dues
     -- of the reservations made behind one cancelled earlier.
-    -- A bucket without the reservation (its key deleted by a Reset, whose
-    -- full bucket already gave the tokens back; or expired, full) gets
-    -- nothing back: while a reservation is outstanding, the horizon is at
-    -- or after its due.
-    local x = cur
-    if a and horizon >= arg then x = min(cur + p, burst) end
+    -- (A reservation made before a Reset is not told apart: its cancel
+    -- gives its tokens back to the bucket the Reset filled, as a refund
+    -- does: see control.Reset.)
+    local x = min(cur + p, burst)
     local prior = tonumber(ARGV[11])
     if arg > 0 and arg == horizon and prior then horizon = min(horizon, prior) end
     save(x, l, horizon)
@@ -194,11 +192,6 @@ local function decide_bucket(K, ARGV)
   if op ~= OP_WAIT or p == 0 then -- refusal, with the exact wait
     return reply(false, rem, due - now, reset_after(cur, l))
   end
-
-  -- Dues are distinct while a reservation is outstanding, so that the
-  -- horizon names the last one alone (a cancel relies on it): a
-  -- reservation due with the one before it is due a microsecond later.
-  if due == horizon and horizon > now then due = horizon + 1 end
 
   -- Reserve: the bucket goes into debt, bounded by the queue limit, and
   -- the reservation is due at due, which becomes the horizon. More than
