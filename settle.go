@@ -152,8 +152,10 @@ type settler interface {
 // permits the chain reserved (through its Settle method, found through
 // Unwrap as package control finds it). A member whose grant holds its
 // permits until Release (a concurrency limit) has nothing to settle, and
-// is left as it is: one with no Settle, or whose Settle says so (the
-// memory and redis backends' concurrency limits do); a member whose grant
+// is left as it is: one with no Settle, or whose Settle says so with an
+// error that has a NoCost() method (as the memory and redis backends'
+// concurrency limits answer; a plain errors.ErrUnsupported is an error of
+// the settlement, joined); a member whose grant
 // is of another kind (a Chain's, a wrapper's) settles it. Every other
 // member must be able to settle: one with no Settle is an error wrapping
 // errors.ErrUnsupported before anything is settled (a nested Chain that

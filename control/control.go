@@ -40,8 +40,9 @@ import (
 // again. ratelimit.Chain uses it to make an attempt that a later member
 // refuses spend nothing of the earlier ones. A reservation (Reserve) is
 // refunded by settling it (Settle) at its permits less these: once, as a
-// settlement is; one that cannot be settled (a concurrency limit's) is
-// refunded as its grant is.
+// settlement is; one whose Settle answers that it has no cost to settle
+// (an error with a NoCost() method, as a concurrency limit's of the memory
+// and redis backends) is refunded as its grant is.
 func Refund(ctx context.Context, l ratelimit.Limiter, lease ratelimit.Lease, permits int) error {
 	if grant, n, ok := lease.Reservation(); ok {
 		if permits < 0 {
