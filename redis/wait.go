@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"math/rand"
 	"time"
 
 	"github.com/limitkit/ratelimit"
@@ -55,15 +54,14 @@ func (l *Limiter) wait(ctx context.Context, permits int, span *waittrace.Span) (
 		}
 		d, known := lease.RetryAfter()
 		if known {
-			j := jitter(d) // spread retries of competing processes
-			if deadline, ok := ctx.Deadline(); ok {
-				left := l.until(deadline)
-				if left < d {
+			var left time.Duration
+			deadline, ok := ctx.Deadline()
+			if ok {
+				if left = l.until(deadline); left < d {
 					return l.refusedAs(lease, ratelimit.ReasonDeadline), nil
 				}
-				j = min(j, (left-d)/2) // the retry comes before the deadline it can meet
 			}
-			d += j
+			d += base.Jitter(d, left, ok)
 		} else {
 			d, backoff = backoff, min(2*backoff, 50*time.Millisecond)
 		}
@@ -74,18 +72,6 @@ func (l *Limiter) wait(ctx context.Context, permits int, span *waittrace.Span) (
 			return lease, err
 		}
 	}
-}
-
-// maxJitter bounds the delay Wait adds at random to a RetryAfter before
-// trying again, so that the processes waiting for one window do not all
-// retry at its first instant: a tenth of the RetryAfter, at most
-// maxJitter (a tenth of a daily quota's RetryAfter would be hours).
-const maxJitter = 100 * time.Millisecond
-
-// jitter is the random delay added to a RetryAfter d: in [0, min(d/10,
-// maxJitter)].
-func jitter(d time.Duration) time.Duration {
-	return time.Duration(rand.Int63n(int64(min(d/10, maxJitter)) + 1))
 }
 
 // refusedAs is lease, a refusal of l or of its fallback, refused for r

@@ -6,6 +6,7 @@ package base
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -116,4 +117,22 @@ func WaitPause(ctx context.Context, clock ratelimit.Clock, pauses *sync.Map, key
 	}
 	pauses.CompareAndDelete(key, until)
 	return wait, false, nil
+}
+
+// MaxJitter bounds the delay a polling Wait (redis's window algorithms,
+// hotkey's) adds at random to a RetryAfter before asking again: a tenth of
+// a daily quota's RetryAfter would be hours.
+const MaxJitter = 100 * time.Millisecond
+
+// Jitter is the random delay a polling Wait adds to a refusal's RetryAfter
+// d, so that the processes waiting for one window do not all ask again at
+// its first instant: in [0, min(d/10, MaxJitter)], and, when ctx has a
+// deadline (left before it, left >= d), at most half of left - d, so that
+// the retry comes before a deadline it can meet.
+func Jitter(d, left time.Duration, deadline bool) time.Duration {
+	j := time.Duration(rand.Int64N(int64(min(d/10, MaxJitter)) + 1))
+	if deadline {
+		j = min(j, max(left-d, 0)/2)
+	}
+	return j
 }

@@ -30,3 +30,32 @@ func TestPauseKeepsTheLater(t *testing.T) {
 		t.Fatalf("after 50 racing pauses: %v, want the longest", v)
 	}
 }
+
+// Jitter stays within a tenth of the RetryAfter and MaxJitter, and within
+// half of the slack before a deadline, so that the retry comes before it.
+func TestJitter(t *testing.T) {
+	for _, c := range []struct {
+		d, left  time.Duration
+		deadline bool
+		most     time.Duration
+	}{
+		{time.Second, 0, false, 100 * time.Millisecond},
+		{50 * time.Millisecond, 0, false, 5 * time.Millisecond},
+		{time.Hour, 0, false, MaxJitter},
+		{time.Second, time.Second + 4*time.Millisecond, true, 2 * time.Millisecond},
+		{time.Second, time.Second, true, 0},
+		{300 * time.Millisecond, 305 * time.Millisecond, true, 2500 * time.Microsecond},
+	} {
+		seen := time.Duration(-1)
+		for range 2000 {
+			j := Jitter(c.d, c.left, c.deadline)
+			if j < 0 || j > c.most {
+				t.Fatalf("Jitter(%v, %v, %v) = %v, want in [0, %v]", c.d, c.left, c.deadline, j, c.most)
+			}
+			seen = max(seen, j)
+		}
+		if c.most > 0 && seen == 0 {
+			t.Errorf("Jitter(%v, %v, %v): always 0 in 2000 draws", c.d, c.left, c.deadline)
+		}
+	}
+}

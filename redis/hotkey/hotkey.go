@@ -291,16 +291,15 @@ func (l *Limiter) wait(ctx context.Context, permits int, span *waittrace.Span) (
 			return l.refusedAs(lease, ratelimit.ReasonQueueFull), nil
 		}
 		d, known := lease.RetryAfter()
-		if known { // jitter as the redis package's Wait: before a deadline it can meet
-			j := time.Duration(rand.Int63n(int64(min(d/10, 100*time.Millisecond)) + 1))
-			if deadline, ok := ctx.Deadline(); ok {
-				left := deadline.Sub(l.now())
-				if left < d {
+		if known {
+			var left time.Duration
+			deadline, ok := ctx.Deadline()
+			if ok {
+				if left = deadline.Sub(l.now()); left < d {
 					return l.refusedAs(lease, ratelimit.ReasonDeadline), nil
 				}
-				j = min(j, (left-d)/2)
 			}
-			d += j
+			d += base.Jitter(d, left, ok)
 		} else {
 			d, backoff = backoff, min(2*backoff, 50*time.Millisecond)
 		}
