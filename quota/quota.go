@@ -228,7 +228,7 @@ func (m *model) Refund(s state, now, at, permits int64) state {
 // period ends, as when it is used up. The count stops at check.MaxLimit.
 func (m *model) Charge(s state, now, permits int64) state {
 	s = m.at(s, now)
-	s.Count += min(permits, max(check.MaxLimit-s.Count, 0))
+	s.Count = check.Charged(s.Count, permits)
 	return s
 }
 

@@ -18,6 +18,9 @@ local FAR_US = 9007199254740992
 -- check.MaxLimit: the most permits a state counts after a charge.
 local MAX_COUNT = 9007199254740992
 
+-- count after a charge of p permits (check.Charged): it stops at MAX_COUNT.
+local function charged(count, p) return count + min(p, max(MAX_COUNT - count, 0)) end
+
 -- NOW is the instant of the decision being made (see batch.lua). TIME is
 -- read once per script run: the decisions of a batch are made at one instant.
 local NOW, server_now
@@ -223,7 +226,7 @@ local function count_decide(op, p, limit, start, wend, count, moved, at, save)
     return reply(true, max(limit - count, 0), -1, count > 0 and wend - NOW or 0)
   end
   if op == OP_CHARGE then
-    count = count + min(p, max(MAX_COUNT - count, 0))
+    count = charged(count, p)
     save(count)
     return reply(true, max(limit - count, 0), -1, count > 0 and wend - NOW or 0)
   end

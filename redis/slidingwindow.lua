@@ -97,7 +97,7 @@ local function decide(K, ARGV)
   end
 
   if op == OP_CHARGE then -- count p in now's window without refusing (slidingwindow's model.Charge)
-    total = total + min(p, max(MAX_COUNT - total, 0))
+    total = charged(total, p)
     save()
     return reply(true, remaining(weight(now)), -1, max(reset_after(), 0))
   end

@@ -312,7 +312,7 @@ func (m *model) Charge(s state, now, permits int64) state {
 		return s
 	}
 	s = m.at(s, now)
-	s.total += min(permits, max(check.MaxLimit-s.total, 0))
+	s.total = check.Charged(s.total, permits)
 	return s
 }
 

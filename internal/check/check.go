@@ -20,6 +20,11 @@ const MaxLimit = 1 << 53
 // durations saturate at Far (Add, AddFloat) rather than overflow.
 const MaxDuration = 100 * 365 * 24 * time.Hour
 
+// Charged is count after a charge of permits (a settlement's excess,
+// counted without refusing): it stops at MaxLimit, so that every count
+// stays exact.
+func Charged(count, permits int64) int64 { return count + min(permits, max(MaxLimit-count, 0)) }
+
 // Count checks that v is in [min, MaxLimit].
 func Count(pkg, field string, v int, min int) error {
 	if v < min || int64(v) > MaxLimit {
