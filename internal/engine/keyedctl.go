@@ -54,13 +54,12 @@ func (s *store[S]) refund(ctx context.Context, key string, lease ratelimit.Lease
 	if ctx == nil {
 		return ratelimit.ErrNilContext
 	}
-	sh, h := s.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.closed {
-		return ratelimit.ErrClosed
+	sh, h, hd, err := s.open(key)
+	if err != nil {
+		return err
 	}
-	if hd := sh.held[key]; hd != nil {
+	defer sh.mu.Unlock()
+	if hd != nil {
 		return hd.l.Refund(ctx, lease, permits)
 	}
 	if !s.inline { // the lease's limiter was evicted, idle: nothing is held
@@ -85,18 +84,30 @@ func (s *store[S]) refund(ctx context.Context, key string, lease ratelimit.Lease
 	return nil
 }
 
+// open locks key's shard and returns it, key's hash and key's held limiter
+// (nil when key's state, if any, is in the table); the caller unlocks the
+// shard. A closed store is ErrClosed, the shard left unlocked.
+func (s *store[S]) open(key string) (*shard[S], uint32, *held[S], error) {
+	sh, h := s.shard(key)
+	sh.mu.Lock()
+	if sh.closed {
+		sh.mu.Unlock()
+		return nil, 0, nil, ratelimit.ErrClosed
+	}
+	return sh, h, sh.held[key], nil
+}
+
 // reset puts key back in its initial state, as a limiter's Reset does.
 func (s *store[S]) reset(ctx context.Context, key string) error {
 	if err := base.CheckContext(ctx); err != nil {
 		return err
 	}
-	sh, h := s.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.closed {
-		return ratelimit.ErrClosed
+	sh, h, hd, err := s.open(key)
+	if err != nil {
+		return err
 	}
-	if hd := sh.held[key]; hd != nil {
+	defer sh.mu.Unlock()
+	if hd != nil {
 		return hd.l.Reset(ctx)
 	}
 	s.sync(sh, s.now())

@@ -119,13 +119,12 @@ func (s *store[S]) settle(ctx context.Context, key string, lease ratelimit.Lease
 	if err := s.p.cur.Load().settles(grant); err != nil {
 		return err
 	}
-	sh, h := s.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.closed {
-		return ratelimit.ErrClosed
+	sh, h, hd, err := s.open(key)
+	if err != nil {
+		return err
 	}
-	if hd := sh.held[key]; hd != nil {
+	defer sh.mu.Unlock()
+	if hd != nil {
 		return hd.l.Settle(ctx, lease, actual)
 	}
 	now := s.now()
