@@ -89,9 +89,6 @@ func newModel(c Config) (model, error) {
 func (m *model) Initial() state { return state{} }
 
 func (m *model) at(s state, now int64) state {
-	if check.Within(now, s.Start, m.window) {
-		return s
-	}
 	if start := check.FloorStart(now, m.window); start > s.Start {
 		return state{Start: start}
 	}

@@ -143,9 +143,6 @@ func (m *model) Initial() state { return state{} }
 // previous one, or both are dropped. An older instant counts in the
 // state's window.
 func (m *model) at(s state, now int64) state {
-	if check.Within(now, s.start, m.window) {
-		return s
-	}
 	switch start := check.FloorStart(now, m.window); {
 	case start <= s.start:
 	case start == s.start+m.window:

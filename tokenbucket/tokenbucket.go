@@ -175,9 +175,6 @@ func (m *model) tokensAt(s state, now int64) state {
 	now = max(now, s.Seen)
 	s.Seen = now
 	if m.period > 0 {
-		if check.Within(now, s.Last, m.period) {
-			return s
-		}
 		tick := check.FloorStart(now, m.period)
 		if s.Tokens < float64(m.burst) && tick > s.Last {
 			refills := (tick - s.Last) / m.period

@@ -190,10 +190,6 @@ func CeilDiv(a, b int64) int64 {
 	return q
 }
 
-// Within reports whether t lies in the period of length p starting at start,
-// the fast path that spares FloorStart's 64-bit division on most calls.
-func Within(t, start, p int64) bool { return t >= start && t-start < p }
-
 // FloorStart returns the start of the period of length p that contains t.
 func FloorStart(t, p int64) int64 {
 	r := t % p
