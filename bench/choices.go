@@ -184,7 +184,7 @@ func (r *results) chooseExact() (choice, bool) {
 func (r *results) chooseConcurrency() (choice, bool) {
 	var picked []string
 	for _, a := range algorithms() {
-		if a.rate || a.calendar {
+		if a.rate || a.period != "" {
 			continue
 		}
 		if _, ok := r.costAt(a.name, "memory", 1, 0); ok {

@@ -203,10 +203,13 @@ func TestProgram(t *testing.T) {
 	// is missing from say why.
 	calendar := 0
 	for _, a := range algorithms() {
-		if !a.calendar {
+		if a.period == "" {
 			continue
 		}
 		calendar++
+		if d := describe(a.cfg); !strings.Contains(d, "Period: "+a.period) {
+			t.Errorf("%s: period %q, but its configuration is %s", a.name, a.period, d)
+		}
 		if a.rate {
 			t.Errorf("%s is both a rate and a calendar quota", a.name)
 		}

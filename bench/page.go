@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/limitkit/ratelimit/quota"
 )
 
 // cell is a table cell: its text and, for a measured figure, the key of
@@ -127,12 +125,11 @@ func (r *results) algorithmsSection() (section, bool) {
 func calendarNote() string {
 	var notes []string
 	for _, a := range algorithms() {
-		cfg, ok := a.cfg.(quota.Config)
-		if !a.calendar || !ok {
+		if a.period == "" {
 			continue
 		}
 		notes = append(notes, fmt.Sprintf("The calendar quota (%s, %s) is in no accuracy or scale-out section: its period is a calendar %s, and those scenarios run seconds, in which it would admit its whole Limit at once and nothing more until the %s ends; %d a %s is no rate of %d/s. Its memory per key and cost per decision are measured with the others'.",
-			a.name, describe(cfg), cfg.Period, cfg.Period, cfg.Limit, cfg.Period, limit))
+			a.name, describe(a.cfg), a.period, a.period, limit, a.period, limit))
 	}
 	return strings.Join(notes, " ")
 }
@@ -326,7 +323,7 @@ func (r *results) memorySection() section {
 			switch {
 			case a.rate:
 				row[2+2*i].text = verdict(entry{n, f.bytes}, b.es, false, "least", "more")
-			case a.calendar:
+			case a.period != "":
 				row[2+2*i].text = "a calendar quota: not ranked"
 			default:
 				row[2+2*i].text = "not a rate: not ranked"

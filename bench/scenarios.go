@@ -38,14 +38,14 @@ func randSource(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed)) }
 // The report keys everything it knows of an algorithm (its colour, its
 // figures) by name.
 type algorithm struct {
-	name     string           // the report's name, one spelling everywhere
-	cfg      ratelimit.Config // what the accuracy and scale-out scenarios run
-	fast     ratelimit.Config // cost: cfg's algorithm with limits no decision reaches
-	kept     ratelimit.Config // memory per key: a key still held an hour after one grant
-	rate     bool             // a rate limit (accuracy scenarios apply)
-	calendar bool             // a calendar quota: its period is a day or more, so neither a rate over seconds (no accuracy or scale-out scenario) nor a concurrency limit
-	burst    int              // permits a fresh limiter admits at once on top of its rate (token buckets start full)
-	note     string           // what the configuration does, in the report's words
+	name   string           // the report's name, one spelling everywhere
+	cfg    ratelimit.Config // what the accuracy and scale-out scenarios run
+	fast   ratelimit.Config // cost: cfg's algorithm with limits no decision reaches
+	kept   ratelimit.Config // memory per key: a key still held an hour after one grant
+	rate   bool             // a rate limit (accuracy scenarios apply)
+	period string           // a calendar quota's period ("day"), of a day or more, so neither a rate over seconds (no accuracy or scale-out scenario) nor a concurrency limit; "" for the others
+	burst  int              // permits a fresh limiter admits at once on top of its rate (token buckets start full)
+	note   string           // what the configuration does, in the report's words
 	// What the algorithm lets through, in general (the README's table).
 	bursts, atMost string
 }
@@ -90,7 +90,7 @@ func algorithms() []algorithm {
 		// kept counts per year, not per day: a day's key expires at
 		// midnight, which a run may cross before the key is counted; the
 		// state is the same whatever the period.
-		{name: "quota", calendar: true,
+		{name: "quota", period: "day",
 			cfg:  quota.Config{Limit: limit, Period: quota.Day},
 			fast: quota.Config{Limit: 1 << 50, Period: quota.Day}, kept: quota.Config{Limit: limit, Period: quota.Year},
 			note:   "at most 100 per calendar day (UTC); the count starts again at midnight",

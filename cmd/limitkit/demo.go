@@ -14,7 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limitkit/ratelimit"
-	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/policy"
 	"github.com/limitkit/ratelimit/redis"
@@ -190,7 +190,9 @@ func (d *demo) policies(w http.ResponseWriter, r *http.Request) {
 // makeSlot makes the limiter of a spec for session s.
 func (d *demo) makeSlot(s *session, name string, sp spec) (*slot, error) {
 	sl := &slot{spec: sp.canonical, label: sp.label}
-	_, sl.holds = d.configOf(sp).(concurrency.Config)
+	if desc, err := algo.Of("demo", d.configOf(sp)); err == nil {
+		sl.holds = desc.Holds()
+	}
 	sl.window, sl.fixed = windowOf(d.configOf(sp))
 	if sp.cfg == nil {
 		pname, key := sp.policy, demoKey(sp.key)

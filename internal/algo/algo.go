@@ -158,6 +158,9 @@ type Descriptor interface {
 	// Grows is the Algorithm's Grows for the configuration, nil when it
 	// has none: what a backend gives its grants' Info.
 	Grows() backend.Grows
+	// Holds reports whether a grant holds its permits until it is
+	// released (a concurrency limit), rather than spending them.
+	Holds() bool
 }
 
 // entry is a registered Algorithm, whatever its types.
@@ -355,6 +358,11 @@ func (b bound[C, S]) Window() time.Duration { return b.a.window(b.c) }
 func (b bound[C, S]) Describe() string { return b.a.Describe(b.c) }
 
 func (b bound[C, S]) Grows() backend.Grows { return b.a.grows(b.c) }
+
+func (b bound[C, S]) Holds() bool {
+	m, err := b.a.Model(b.c)
+	return err == nil && m.Caps()&engine.Releases != 0
+}
 
 func (b bound[C, S]) Values() []Value {
 	vs := make([]Value, len(b.a.Params))

@@ -11,6 +11,7 @@ import (
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/fixedwindow"
+	"github.com/limitkit/ratelimit/internal/algo"
 	"github.com/limitkit/ratelimit/ratelimittest"
 	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/slidingwindow"
@@ -113,7 +114,7 @@ func extremes(errorf func(string, ...any), s *suite, l ratelimit.Limiter, cfg ra
 		return // refilled at once (a rate of 2^53 per second): nothing to wait for
 	}
 	d, ok := refused.RetryAfter()
-	if _, isConcurrency := cfg.(concurrency.Config); isConcurrency {
+	if d, err := algo.Of("conformance", cfg); err == nil && d.Holds() { // a concurrency limit
 		if ok {
 			errorf("concurrency refusal with RetryAfter %v", d)
 		}
