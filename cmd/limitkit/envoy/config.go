@@ -20,9 +20,10 @@
 // cannot decide. envoyproxy/ratelimit refuses files that use them.
 //
 // Each rate_limit is a fixed window policy (windows aligned to the Unix
-// epoch), served by a policy.Registry over a Source: the memory or Redis
-// backend, its metrics, and its live changes (a change of a limit keeps the
-// window's count).
+// epoch) counting one permit more than requests_per_unit, which stands for
+// a count past the limit (theirs counts refused hits), served by a
+// policy.Registry over a Source: the memory or Redis backend, its metrics,
+// and its live changes (a change of a limit keeps the window's count).
 package envoy
 
 import (
@@ -103,9 +104,25 @@ type Rule struct {
 // Window is the length of the rule's unit.
 func (r *Rule) Window() time.Duration { return unitLength(r.Unit) }
 
-// Config is the fixed window configuration of the rule, as its policy has it.
+// Config is the rule's limit as a fixed window: RequestsPerUnit per
+// Window. Its policy counts one permit more (see counting).
 func (r *Rule) Config() fixedwindow.Config {
 	return fixedwindow.Config{Limit: int(r.RequestsPerUnit), Window: r.Window()}
+}
+
+// counting is the configuration of the policy that counts the hits of
+// cfg, a limit of envoyproxy/ratelimit's: one permit more than cfg's
+// Limit, which stands for "past the limit". envoyproxy/ratelimit adds
+// every hit to its count, refused or not, and a descriptor is over its
+// limit when the count is; so a check of zero hits is OK in a window whose
+// count is exactly the limit, and over it once a refused hit went past.
+// The policy's count is that count, up to Limit + 1: a request of n hits
+// is within the limit when the policy grants n and one permit is left,
+// and past it (its count now Limit + 1) otherwise, the rest of the extra
+// permit taken (fill).
+func counting(cfg fixedwindow.Config) fixedwindow.Config {
+	cfg.Limit++
+	return cfg
 }
 
 // unitLength is the fixed length of unit (0 for UNKNOWN or another value).

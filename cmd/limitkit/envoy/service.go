@@ -282,41 +282,65 @@ func (s *Service) decide(ctx context.Context, d *decision, now time.Time) error 
 	lease, err := acquire(n)
 	if errors.Is(err, ratelimit.ErrExceedsLimit) {
 		// More hits than the limit: over it, as a count past the limit is.
-		if lease, err = acquire(0); err == nil {
-			lease = fill(lease, fixed, acquire)
-			d.lease, d.over = lease, true
-			d.status = s.status(d, limit, lease, false, fixed, shadow, now)
+		lease, err = acquire(0)
+		if err == nil && fixed {
+			lease = fill(lease, acquire)
+		}
+		if err == nil {
+			d.lease, d.over = shown(lease, fixed), true
+			d.status = s.status(d, limit, d.lease, false, fixed, shadow, now)
 			return nil
 		}
 	}
 	if err != nil {
 		return s.failed(ctx, d, mode, err)
 	}
-	if lease.Acquired() {
+	switch {
+	case fixed && lease.Acquired() && lease.Remaining() == 0:
+		d.over = true // the hits took the count past the limit (see counting)
+	case lease.Acquired():
 		if n > 0 {
 			d.refund = func() { refund(lease, n) }
 		}
-	} else {
+	default:
 		d.over = true
-		lease = fill(lease, fixed, acquire)
+		if fixed {
+			lease = fill(lease, acquire)
+		}
 	}
-	d.lease = lease
-	d.status = s.status(d, limit, lease, !d.over, fixed, shadow, now)
+	d.lease = shown(lease, fixed)
+	d.status = s.status(d, limit, d.lease, !d.over, fixed, shadow, now)
 	return nil
 }
 
-// fill counts a refusal's hits in a window of envoyproxy/ratelimit's,
-// whose count they push past the limit: the window's remaining permits are
-// taken, so that it stays over the limit until it ends. It returns the
-// lease to report.
-func fill(refused ratelimit.Lease, fixed bool, acquire func(int) (ratelimit.Lease, error)) ratelimit.Lease {
-	if !fixed || refused.Remaining() <= 0 {
-		return refused
+// fill counts hits past the limit in a window of envoyproxy/ratelimit's
+// (see counting): the policy's remaining permits are taken, its extra one
+// included, so that the window stays over the limit until it ends. It
+// returns the lease to report.
+func fill(lease ratelimit.Lease, acquire func(int) (ratelimit.Lease, error)) ratelimit.Lease {
+	if lease.Remaining() <= 0 {
+		return lease
 	}
-	if l, err := acquire(int(refused.Remaining())); err == nil && l.Acquired() {
+	if l, err := acquire(int(lease.Remaining())); err == nil && l.Acquired() {
 		return l
 	}
-	return refused
+	return lease
+}
+
+// shown is lease as a window of envoyproxy/ratelimit's reports it: without
+// the extra permit that its policy counts (see counting). Other leases
+// are returned as they are.
+func shown(lease ratelimit.Lease, fixed bool) ratelimit.Lease {
+	o := lease.Outcome()
+	if !fixed || o == nil || lease.Limit() <= 0 {
+		return lease
+	}
+	retry, ok := lease.RetryAfter()
+	if !ok {
+		retry = -1
+	}
+	visible := &ratelimit.Outcome{Limit: lease.Limit() - 1, Reason: o.Reason, Grows: o.Grows}
+	return visible.Lease(max(lease.Remaining()-1, 0), retry, lease.ResetAfter(), 0)
 }
 
 // status is the descriptor status of lease.
@@ -469,7 +493,7 @@ func (s *Service) override(l *rlcommon.RateLimitDescriptor_RateLimitOverride) (*
 	if o.rpu > 0 {
 		store := policy.NewMemoryStore()
 		ctx := context.Background()
-		if _, err := store.Create(ctx, policy.Policy{Name: o.name, Config: o.cfg, Key: KeyKind, Apps: []string{App}}, App); err != nil {
+		if _, err := store.Create(ctx, policy.Policy{Name: o.name, Config: counting(o.cfg), Key: KeyKind, Apps: []string{App}}, App); err != nil {
 			return nil, status.Errorf(codes.Internal, "limit override: %v", err)
 		}
 		reg, err := policy.NewRegistry(ctx, store, policy.Options{Backend: s.opts.Backend})

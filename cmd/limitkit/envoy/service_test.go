@@ -266,12 +266,15 @@ descriptors:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l := st.CurrentLimit; l.GetRequestsPerUnit() != uint32(direct.Limit()) || l.GetUnit() != rule.Unit || l.GetName() != rule.Name {
+		// The limiter counts one permit more than the rule's limit: its
+		// last stands for a count past the limit.
+		if l := st.CurrentLimit; l.GetRequestsPerUnit() != uint32(direct.Limit()-1) || l.GetUnit() != rule.Unit || l.GetName() != rule.Name {
 			t.Fatalf("step %d: current_limit %v, the limiter's limit %d per %v", i, l, direct.Limit(), rule.Unit)
 		}
-		// A grant leaves what the limiter has left; a refusal leaves nothing.
-		wantCode, wantRemaining := rlspb.RateLimitResponse_OK, uint32(direct.Remaining())
-		if direct.Remaining() == 0 && (s.hits > 0 || !direct.Acquired()) && st.Code != rlspb.RateLimitResponse_OK {
+		// Within the limit, what the limiter has left but the extra
+		// permit; past it (the extra permit taken), nothing.
+		wantCode, wantRemaining := rlspb.RateLimitResponse_OK, uint32(max(direct.Remaining()-1, 0))
+		if direct.Remaining() == 0 {
 			wantCode = rlspb.RateLimitResponse_OVER_LIMIT
 		}
 		if st.Code != wantCode || st.LimitRemaining != wantRemaining {
@@ -288,7 +291,8 @@ descriptors:
 }
 
 // hits_addend: the request's 0 means 1; a descriptor's own wins, and its
-// 0 checks without counting; more hits than the limit are over it, and
+// 0 checks without counting (OK in a window exactly at its limit, over it
+// once a hit went past); more hits than the limit are over it, and
 // counted, as refused hits are: the window stays closed.
 func TestHitsAddend(t *testing.T) {
 	e := start(t, map[string]string{"d.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"}, Options{})
@@ -305,6 +309,20 @@ func TestHitsAddend(t *testing.T) {
 	// 6 of 10 used; 5 more is over, and counted: 1 then is over too.
 	wantStatus(t, e.call(t, "d", 5, desc("k", "a")).Statuses[0], over, 10, minute, 0)
 	wantStatus(t, e.call(t, "d", 1, desc("k", "a")).Statuses[0], over, 10, minute, 0)
+	// Exactly at the limit, a check is OK; past it, over.
+	wantStatus(t, e.call(t, "d", 10, desc("k", "e")).Statuses[0], ok, 10, minute, 0)
+	check0e := desc("k", "e")
+	check0e.HitsAddend = wrapperspb.UInt64(0)
+	wantStatus(t, e.call(t, "d", 1, check0e).Statuses[0], ok, 10, minute, 0)
+	wantStatus(t, e.call(t, "d", 1, desc("k", "e")).Statuses[0], over, 10, minute, 0)
+	wantStatus(t, e.call(t, "d", 1, check0e).Statuses[0], over, 10, minute, 0)
+	// A refusal with permits left takes the count past the limit too.
+	wantStatus(t, e.call(t, "d", 8, desc("k", "f")).Statuses[0], ok, 10, minute, 2)
+	wantStatus(t, e.call(t, "d", 3, desc("k", "f")).Statuses[0], over, 10, minute, 0)
+	check0f := desc("k", "f")
+	check0f.HitsAddend = wrapperspb.UInt64(0)
+	wantStatus(t, e.call(t, "d", 1, check0f).Statuses[0], over, 10, minute, 0)
+	wantStatus(t, e.call(t, "d", 1, desc("k", "f")).Statuses[0], over, 10, minute, 0)
 	// More hits than the limit holds: over, and the window is closed.
 	wantStatus(t, e.call(t, "d", 11, desc("k", "b")).Statuses[0], over, 10, minute, 0)
 	wantStatus(t, e.call(t, "d", 1, desc("k", "b")).Statuses[0], over, 10, minute, 0)

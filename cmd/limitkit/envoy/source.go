@@ -160,7 +160,7 @@ func policies(cfg *Config) []policy.Policy {
 		if r.PolicyName == "" {
 			continue
 		}
-		out = append(out, policy.Policy{Name: r.PolicyName, Config: r.Config(), Key: KeyKind, Apps: []string{App}})
+		out = append(out, policy.Policy{Name: r.PolicyName, Config: counting(r.Config()), Key: KeyKind, Apps: []string{App}})
 	}
 	return out
 }
