@@ -305,7 +305,10 @@ func (l *limiter[S]) until(deadline time.Time) time.Duration {
 }
 
 // waiter is one queued Wait. Its fields are guarded by the limiter's mu,
-// except ch, which receives the answer exactly once.
+// except ch, which receives the answer exactly once. The queue is a
+// doubly linked list of waiters (prev, next), as container/list's but
+// without an element apart from the waiter: a cancelled Wait leaves it
+// from anywhere in one step.
 type waiter struct {
 	permits    int64 // 0: a status check, answered once a permit is available
 	due        int64 // reservations: when the reserved tokens have arrived
