@@ -297,38 +297,34 @@ descriptors:
 func TestHitsAddend(t *testing.T) {
 	e := start(t, map[string]string{"d.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"}, Options{})
 	ok, over := rlspb.RateLimitResponse_OK, rlspb.RateLimitResponse_OVER_LIMIT
+	// hits is value's descriptor with its own hits_addend n.
+	hits := func(value string, n uint64) *rlcommon.RateLimitDescriptor {
+		d := desc("k", value)
+		d.HitsAddend = wrapperspb.UInt64(n)
+		return d
+	}
 	wantStatus(t, e.call(t, "d", 0, desc("k", "a")).Statuses[0], ok, 10, minute, 9)
 	wantStatus(t, e.call(t, "d", 3, desc("k", "a")).Statuses[0], ok, 10, minute, 6)
-	own := desc("k", "a")
-	own.HitsAddend = wrapperspb.UInt64(2)
-	wantStatus(t, e.call(t, "d", 5, own).Statuses[0], ok, 10, minute, 4)
-	check0 := desc("k", "a")
-	check0.HitsAddend = wrapperspb.UInt64(0)
-	wantStatus(t, e.call(t, "d", 5, check0).Statuses[0], ok, 10, minute, 4)
-	wantStatus(t, e.call(t, "d", 5, check0).Statuses[0], ok, 10, minute, 4)
+	wantStatus(t, e.call(t, "d", 5, hits("a", 2)).Statuses[0], ok, 10, minute, 4)
+	wantStatus(t, e.call(t, "d", 5, hits("a", 0)).Statuses[0], ok, 10, minute, 4)
+	wantStatus(t, e.call(t, "d", 5, hits("a", 0)).Statuses[0], ok, 10, minute, 4)
 	// 6 of 10 used; 5 more is over, and counted: 1 then is over too.
 	wantStatus(t, e.call(t, "d", 5, desc("k", "a")).Statuses[0], over, 10, minute, 0)
 	wantStatus(t, e.call(t, "d", 1, desc("k", "a")).Statuses[0], over, 10, minute, 0)
 	// Exactly at the limit, a check is OK; past it, over.
 	wantStatus(t, e.call(t, "d", 10, desc("k", "e")).Statuses[0], ok, 10, minute, 0)
-	check0e := desc("k", "e")
-	check0e.HitsAddend = wrapperspb.UInt64(0)
-	wantStatus(t, e.call(t, "d", 1, check0e).Statuses[0], ok, 10, minute, 0)
+	wantStatus(t, e.call(t, "d", 1, hits("e", 0)).Statuses[0], ok, 10, minute, 0)
 	wantStatus(t, e.call(t, "d", 1, desc("k", "e")).Statuses[0], over, 10, minute, 0)
-	wantStatus(t, e.call(t, "d", 1, check0e).Statuses[0], over, 10, minute, 0)
+	wantStatus(t, e.call(t, "d", 1, hits("e", 0)).Statuses[0], over, 10, minute, 0)
 	// A refusal with permits left takes the count past the limit too.
 	wantStatus(t, e.call(t, "d", 8, desc("k", "f")).Statuses[0], ok, 10, minute, 2)
 	wantStatus(t, e.call(t, "d", 3, desc("k", "f")).Statuses[0], over, 10, minute, 0)
-	check0f := desc("k", "f")
-	check0f.HitsAddend = wrapperspb.UInt64(0)
-	wantStatus(t, e.call(t, "d", 1, check0f).Statuses[0], over, 10, minute, 0)
+	wantStatus(t, e.call(t, "d", 1, hits("f", 0)).Statuses[0], over, 10, minute, 0)
 	wantStatus(t, e.call(t, "d", 1, desc("k", "f")).Statuses[0], over, 10, minute, 0)
 	// More hits than the limit holds: over, and the window is closed.
 	wantStatus(t, e.call(t, "d", 11, desc("k", "b")).Statuses[0], over, 10, minute, 0)
 	wantStatus(t, e.call(t, "d", 1, desc("k", "b")).Statuses[0], over, 10, minute, 0)
-	huge := desc("k", "c")
-	huge.HitsAddend = wrapperspb.UInt64(math.MaxUint64)
-	wantStatus(t, e.call(t, "d", 1, huge).Statuses[0], over, 10, minute, 0)
+	wantStatus(t, e.call(t, "d", 1, hits("c", math.MaxUint64)).Statuses[0], over, 10, minute, 0)
 	// The next window is open again, aligned to the epoch.
 	e.clock.Advance(windowLeft(time.Minute, e.clock.Now()))
 	wantStatus(t, e.call(t, "d", 1, desc("k", "b")).Statuses[0], ok, 10, minute, 9)
