@@ -86,7 +86,7 @@ type Client struct {
 	// longest wait).
 	MaxPause time.Duration
 
-	pauses sync.Map // key -> time.Time: no call before then
+	pauses base.Pauses
 }
 
 func (c *Client) now() time.Time {
@@ -106,7 +106,7 @@ func (c *Client) key(target, method string) string {
 // admit waits out a pause and takes a permit for a call of key; the
 // returned lease is granted, or err says why the call is not sent.
 func (c *Client) admit(ctx context.Context, key string) (ratelimit.Lease, error) {
-	wait, refused, err := base.WaitPause(ctx, c.Clock, &c.pauses, key, c.FailFast)
+	wait, refused, err := c.pauses.Wait(ctx, c.Clock, key, c.FailFast)
 	if refused {
 		return ratelimit.Lease{}, &RateLimitedError{Key: key, Reason: ratelimit.ReasonLimit, retryAfter: wait}
 	}
@@ -157,7 +157,8 @@ func (c *Client) learn(key string, err error, md metadata.MD) {
 		}
 	}
 	if d = min(d, maxPause, base.MaxPause(c.MaxPause)); d > 0 {
-		base.Pause(&c.pauses, key, c.now().Add(d))
+		now := c.now()
+		c.pauses.Pause(key, now.Add(d), now)
 	}
 }
 

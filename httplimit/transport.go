@@ -81,7 +81,7 @@ type Transport struct {
 	// longest wait).
 	MaxPause time.Duration
 
-	pauses sync.Map // key -> time.Time: no request before then
+	pauses base.Pauses
 }
 
 func (t *Transport) now() time.Time {
@@ -108,7 +108,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Key != nil {
 		key = t.Key(req)
 	}
-	if wait, refused, err := base.WaitPause(req.Context(), t.Clock, &t.pauses, key, t.FailFast); refused || err != nil {
+	if wait, refused, err := t.pauses.Wait(req.Context(), t.Clock, key, t.FailFast); refused || err != nil {
 		if refused {
 			err = ErrRateLimited
 		}
@@ -199,7 +199,7 @@ func (t *Transport) learn(key string, resp *http.Response) {
 		until = most
 	}
 	if until.After(now) {
-		base.Pause(&t.pauses, key, until)
+		t.pauses.Pause(key, until, now)
 	}
 }
 

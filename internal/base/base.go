@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/limitkit/ratelimit"
@@ -80,30 +81,49 @@ func MaxPause(max time.Duration) time.Duration {
 	return max
 }
 
-// Pause stores until, the end of a pause learnt from an upstream, under key
-// in pauses (a map of string to time.Time), unless a later end is there
-// already: a short pause learnt from one response never cuts a longer one
-// learnt from another.
-func Pause(pauses *sync.Map, key string, until time.Time) {
+// Pauses are the pauses a client learnt from its upstreams: per key, no
+// request before an instant. The zero value is empty and ready; safe for
+// concurrent use. A pause is forgotten by the first request of its key
+// after it ends, and every sweepEvery-th pause learnt forgets every pause
+// ended by then, so that the keys never asked again do not pile up.
+type Pauses struct {
+	m      sync.Map // key -> time.Time
+	learnt atomic.Uint64
+}
+
+// sweepEvery is how many pauses are learnt between two sweeps of the
+// ended ones: a sweep reads every pause, and so costs each pause learnt
+// at most the live ones over sweepEvery.
+const sweepEvery = 256
+
+// Pause stores until, the end of a pause learnt at now, under key, unless
+// a later end is there already: a short pause learnt from one response
+// never cuts a longer one learnt from another.
+func (p *Pauses) Pause(key string, until, now time.Time) {
 	for {
-		old, loaded := pauses.LoadOrStore(key, until)
-		if !loaded || !until.After(old.(time.Time)) {
-			return
+		old, loaded := p.m.LoadOrStore(key, until)
+		if !loaded || !until.After(old.(time.Time)) || p.m.CompareAndSwap(key, old, until) {
+			break
 		}
-		if pauses.CompareAndSwap(key, old, until) {
-			return
-		}
+	}
+	if p.learnt.Add(1)%sweepEvery == 0 {
+		p.m.Range(func(k, v any) bool {
+			if !v.(time.Time).After(now) {
+				p.m.CompareAndDelete(k, v)
+			}
+			return true
+		})
 	}
 }
 
-// WaitPause waits out the pause stored under key in pauses (see Pause), if
-// it has not ended by clock's Now (the system clock when clock is nil),
-// and then forgets it, unless a later one replaced it meanwhile. It does
-// not wait when failFast is set or ctx's deadline comes before the pause
-// ends: it returns refused, with the time left in wait. err is Sleep's.
-func WaitPause(ctx context.Context, clock ratelimit.Clock, pauses *sync.Map, key string, failFast bool) (wait time.Duration, refused bool, err error) {
+// Wait waits out the pause stored under key (see Pause), if it has not
+// ended by clock's Now (the system clock when clock is nil), and then
+// forgets it, unless a later one replaced it meanwhile. It does not wait
+// when failFast is set or ctx's deadline comes before the pause ends: it
+// returns refused, with the time left in wait. err is Sleep's.
+func (p *Pauses) Wait(ctx context.Context, clock ratelimit.Clock, key string, failFast bool) (wait time.Duration, refused bool, err error) {
 	now := func() time.Time { return Now(clock) }
-	until, ok := pauses.Load(key)
+	until, ok := p.m.Load(key)
 	if !ok {
 		return 0, false, nil
 	}
@@ -115,7 +135,7 @@ func WaitPause(ctx context.Context, clock ratelimit.Clock, pauses *sync.Map, key
 			return wait, false, err
 		}
 	}
-	pauses.CompareAndDelete(key, until)
+	p.m.CompareAndDelete(key, until)
 	return wait, false, nil
 }
 

@@ -1,6 +1,7 @@
 package base
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,25 +10,56 @@ import (
 // A shorter pause learnt later never cuts a longer one; a longer one
 // extends it.
 func TestPauseKeepsTheLater(t *testing.T) {
-	var m sync.Map
+	var p Pauses
 	t0 := time.Unix(1000, 0)
-	Pause(&m, "h", t0.Add(time.Hour))
-	Pause(&m, "h", t0.Add(time.Second))
-	if v, _ := m.Load("h"); !v.(time.Time).Equal(t0.Add(time.Hour)) {
+	p.Pause("h", t0.Add(time.Hour), t0)
+	p.Pause("h", t0.Add(time.Second), t0)
+	if v, _ := p.m.Load("h"); !v.(time.Time).Equal(t0.Add(time.Hour)) {
 		t.Fatalf("after a shorter pause: %v, want the hour kept", v)
 	}
-	Pause(&m, "h", t0.Add(2*time.Hour))
-	if v, _ := m.Load("h"); !v.(time.Time).Equal(t0.Add(2 * time.Hour)) {
+	p.Pause("h", t0.Add(2*time.Hour), t0)
+	if v, _ := p.m.Load("h"); !v.(time.Time).Equal(t0.Add(2 * time.Hour)) {
 		t.Fatalf("after a longer pause: %v, want two hours", v)
 	}
 	var wg sync.WaitGroup
 	for i := 1; i <= 50; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); Pause(&m, "k", t0.Add(time.Duration(i)*time.Second)) }()
+		go func() { defer wg.Done(); p.Pause("k", t0.Add(time.Duration(i)*time.Second), t0) }()
 	}
 	wg.Wait()
-	if v, _ := m.Load("k"); !v.(time.Time).Equal(t0.Add(50 * time.Second)) {
+	if v, _ := p.m.Load("k"); !v.(time.Time).Equal(t0.Add(50 * time.Second)) {
 		t.Fatalf("after 50 racing pauses: %v, want the longest", v)
+	}
+}
+
+// The pauses of keys never asked again are forgotten once they end: the
+// pauses held stay at most the live ones and one sweep's worth.
+func TestPausesForgetTheEnded(t *testing.T) {
+	var p Pauses
+	held := func() (n int) {
+		p.m.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	t0 := time.Unix(1000, 0)
+	p.Pause("live", t0.Add(time.Hour), t0)
+	now := t0
+	// With "live", 100 sweeps' worth of pauses: the last one sweeps.
+	for i := range 100*sweepEvery - 1 {
+		now = now.Add(time.Millisecond)
+		p.Pause(fmt.Sprint("k", i), now.Add(time.Second), now) // each ends a second after it is learnt
+		if i%97 == 0 {
+			if n := held(); n > 1+1000+sweepEvery {
+				t.Fatalf("after %d pauses: %d held", i+1, n)
+			}
+		}
+	}
+	if _, ok := p.m.Load("live"); !ok {
+		t.Fatal("a pause that has not ended was forgotten")
+	}
+	// At the last sweep, the pauses of the last second were live: 1,000
+	// of them, the hour's, and none of the ended ones.
+	if n := held(); n != 1+1000 {
+		t.Fatalf("%d pauses held after the last sweep, want 1001", n)
 	}
 }
 
