@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,6 +174,36 @@ func TestGiveBack(t *testing.T) {
 		}
 		if d, ok := l.IdleFor(); !ok || d < 60*ms {
 			t.Errorf("IdleFor %v %v, want idle for 60ms at least", d, ok)
+		}
+	})
+	t.Run("close waits for a give-back in flight", func(t *testing.T) {
+		l, clock := newFake(t, c, "close-in-flight", cfg)
+		demand(t, l, clock)
+		entered, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		l.lag = func() { once.Do(func() { close(entered); <-release }) } // holds the next call
+		clock.Advance(30 * ms)                                           // past a quarter: noted
+		advanced := make(chan struct{})
+		go func() { clock.Advance(30 * ms); close(advanced) }() // past half, idle: given back
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no give-back began")
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- l.Close() }()
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned (%v) while a give-back was in flight", err)
+		case <-time.After(50 * ms):
+		}
+		close(release)
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		<-advanced
+		if got := remaining(t, l, clock); got != 990 {
+			t.Errorf("remaining %d after Close, want 990 (10 spent)", got)
 		}
 	})
 	t.Run("expiry", func(t *testing.T) {
