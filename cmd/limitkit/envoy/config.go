@@ -117,9 +117,11 @@ func (r *Rule) Config() fixedwindow.Config {
 // limit when the count is; so a check of zero hits is OK in a window whose
 // count is exactly the limit, and over it once a refused hit went past.
 // The policy's count is that count, up to Limit + 1: a request of n hits
-// is within the limit when the policy grants n and one permit is left,
-// and past it (its count now Limit + 1) otherwise, the rest of the extra
-// permit taken (fill).
+// is within the limit when the policy grants n with at least one permit
+// left; otherwise it is past the limit, and the policy's remaining permits
+// are taken (fill), so that its count is Limit + 1 until the window ends.
+// A count past Limit + 1 is not kept: a limit raised live within the
+// window starts from Limit + 1.
 func counting(cfg fixedwindow.Config) fixedwindow.Config {
 	cfg.Limit++
 	return cfg

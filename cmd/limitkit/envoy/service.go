@@ -44,7 +44,9 @@ type Options struct {
 	// given back. By default they are counted, and so are refused hits.
 	StopCountingOverLimit bool
 	// MaxOverrides bounds the limits that requests' overrides may create
-	// (one per unit and requests per unit); zero means 256.
+	// (one per unit and requests per unit), for the service's life: a
+	// call with an override beyond them is answered ResourceExhausted.
+	// Zero means 256.
 	MaxOverrides int
 	// Now is the clock of the response's figures that the limiter does not
 	// give; time.Now when nil.
@@ -281,7 +283,8 @@ func (s *Service) decide(ctx context.Context, d *decision, now time.Time) error 
 	n := permits(d.hits)
 	lease, err := acquire(n)
 	if errors.Is(err, ratelimit.ErrExceedsLimit) {
-		// More hits than the limit: over it, as a count past the limit is.
+		// More hits than the policy holds (the limit and its extra
+		// permit): past the limit, as a count past it is.
 		lease, err = acquire(0)
 		if err == nil && fixed {
 			lease = fill(lease, acquire)
@@ -315,17 +318,30 @@ func (s *Service) decide(ctx context.Context, d *decision, now time.Time) error 
 
 // fill counts hits past the limit in a window of envoyproxy/ratelimit's
 // (see counting): the policy's remaining permits are taken, its extra one
-// included, so that the window stays over the limit until it ends. It
-// returns the lease to report.
+// included, so that the window stays over the limit until it ends. Other
+// calls (of this server or another) may take some between two asks: it
+// asks again for what is left then, fillTries times at most. It returns
+// the lease to report.
 func fill(lease ratelimit.Lease, acquire func(int) (ratelimit.Lease, error)) ratelimit.Lease {
-	if lease.Remaining() <= 0 {
-		return lease
-	}
-	if l, err := acquire(int(lease.Remaining())); err == nil && l.Acquired() {
-		return l
+	for range fillTries {
+		if lease.Remaining() <= 0 {
+			return lease
+		}
+		l, err := acquire(int(lease.Remaining()))
+		if err != nil {
+			return lease
+		}
+		if l.Acquired() {
+			return l
+		}
+		lease = l // refused: fewer are left now
 	}
 	return lease
 }
+
+// fillTries bounds fill's asks: each one that is refused found permits
+// taken since the one before, which only calls racing it can do.
+const fillTries = 4
 
 // shown is lease as a window of envoyproxy/ratelimit's reports it: without
 // the extra permit that its policy counts (see counting). Other leases

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/internal/check"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/policy"
@@ -531,5 +533,37 @@ func TestHeaders(t *testing.T) {
 	}
 	if got, want := header(resp, "RateLimit"), `"`+r.PolicyName+`";r=0;t=`+left; got != want {
 		t.Fatalf("RateLimit %q, want %q", got, want)
+	}
+}
+
+// fill asks again for what is left when a racing call took some of the
+// policy's permits between its asks, and stops after fillTries asks.
+func TestFillAsksAgain(t *testing.T) {
+	granted := &ratelimit.Outcome{Limit: 11}
+	refused := &ratelimit.Outcome{Limit: 11, Reason: ratelimit.ReasonLimit}
+	left := int64(4) // what the policy has left; each refused ask finds one fewer
+	var asks []int
+	acquire := func(n int) (ratelimit.Lease, error) {
+		asks = append(asks, n)
+		if int64(n) <= left {
+			left -= int64(n)
+			return granted.Lease(left, -1, time.Minute, 0), nil
+		}
+		return refused.Lease(left, time.Minute, time.Minute, 0), nil
+	}
+	race := func(n int) (ratelimit.Lease, error) { left--; return acquire(n) } // a racing call takes one first
+	lease := fill(refused.Lease(left, time.Minute, time.Minute, 0), func(n int) (ratelimit.Lease, error) {
+		if len(asks) < 2 {
+			return race(n)
+		}
+		return acquire(n)
+	})
+	if !lease.Acquired() || lease.Remaining() != 0 || left != 0 || !slices.Equal(asks, []int{4, 3, 2}) {
+		t.Fatalf("after asks %v: %v, %d left; want every permit taken at the third ask", asks, lease, left)
+	}
+	asks, left = nil, 100
+	lease = fill(refused.Lease(left, time.Minute, time.Minute, 0), race)
+	if lease.Acquired() || len(asks) != fillTries {
+		t.Fatalf("racing every ask: %v after %d asks, want a refusal after %d", lease, len(asks), fillTries)
 	}
 }
