@@ -27,6 +27,8 @@ type envoyOptions struct {
 	Config string
 	// StopCountingOverLimit is envoy.Options.StopCountingOverLimit.
 	StopCountingOverLimit bool
+	// LocalCacheSize is envoy.Options.LocalCacheSize.
+	LocalCacheSize int
 }
 
 // setupEnvoy makes the Envoy service of opts (none when opts.Envoy.Config
@@ -59,6 +61,7 @@ func (s *server) setupEnvoy(ctx context.Context, opts options, backend policy.Ba
 		Backend:               backend,
 		Policies:              s.reg,
 		StopCountingOverLimit: opts.Envoy.StopCountingOverLimit,
+		LocalCacheSize:        opts.Envoy.LocalCacheSize,
 		OnError:               func(err error) { opts.Logger.Warn("applying the Envoy rules", "err", err) },
 	})
 	if err != nil {

@@ -37,10 +37,14 @@ descriptors:
 	if err := run(context.Background(), []string{"-grpc", "127.0.0.1:0"}, &stdout, &stderr, nil); !errors.Is(err, errUsage) {
 		t.Fatalf("-grpc without -envoy-config: %v", err)
 	}
+	stderr.Reset()
+	if err := run(context.Background(), []string{"-grpc", "127.0.0.1:0", "-envoy-config", dir, "-envoy-local-cache", "-1"}, &stdout, &stderr, nil); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), "-envoy-local-cache -1 is negative") {
+		t.Fatalf("a negative -envoy-local-cache: %v, %q", err, stderr.String())
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	err := run(ctx, []string{"-addr", "127.0.0.1:0", "-token", testToken, "-grpc", "127.0.0.1:0", "-envoy-config", dir, "-policies", policies},
+	err := run(ctx, []string{"-addr", "127.0.0.1:0", "-token", testToken, "-grpc", "127.0.0.1:0", "-envoy-config", dir, "-envoy-local-cache", "16", "-policies", policies},
 		&stdout, &stderr, func(base string) {
 			defer cancel()
 			m := regexp.MustCompile(`rate limit service \(gRPC\) at (\S+)`).FindStringSubmatch(stdout.String())

@@ -72,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	grpcAddr := fs.String("grpc", "", "address to serve Envoy's rate limit service on (gRPC, host:port; port 0 picks a free one); needs -envoy-config")
 	envoyConfig := fs.String("envoy-config", "", "envoyproxy/ratelimit's YAML configuration: a file, or a directory of them, reloaded when it changes")
 	stopCounting := fs.Bool("envoy-stop-counting-over-limit", false, "when a descriptor of an Envoy call is over its limit, give back the hits of the others (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)")
+	localCache := fs.Int("envoy-local-cache", 0, "how many Envoy descriptors past their limit to remember, answered OVER_LIMIT without asking the backend until their window ends (envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES, in entries); 0: none")
 	policies := fs.String("policies", "", "a JSON policy file, served read-only and reloaded when it changes (default: a store with sample policies: in memory, or in Redis with -redis)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: limitkit [flags]\n\nServes the limitkit demo page (/) and management page (/admin).\n\n")
@@ -92,6 +93,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fmt.Fprintln(stderr, "limitkit: -grpc needs -envoy-config")
 		return errUsage
 	}
+	if *localCache < 0 {
+		fmt.Fprintf(stderr, "limitkit: -envoy-local-cache %d is negative\n", *localCache)
+		return errUsage
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
 	tok := *token
@@ -105,7 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fmt.Fprintf(stderr, "limitkit: admin token (set -token or LIMITKIT_TOKEN to choose one): %s\n", tok)
 	}
 
-	opts := options{Token: tok, Logger: logger, Envoy: envoyOptions{Config: *envoyConfig, StopCountingOverLimit: *stopCounting}}
+	opts := options{Token: tok, Logger: logger, Envoy: envoyOptions{Config: *envoyConfig, StopCountingOverLimit: *stopCounting, LocalCacheSize: *localCache}}
 	if *redisAddrs != "" {
 		client := goredis.NewUniversalClient(&goredis.UniversalOptions{
 			Addrs:                 strings.Split(*redisAddrs, ","),

@@ -48,8 +48,15 @@ type Options struct {
 	// call with an override beyond them is answered ResourceExhausted.
 	// Zero means 256.
 	MaxOverrides int
+	// LocalCacheSize, when positive, is as envoyproxy/ratelimit's
+	// LOCAL_CACHE_SIZE_IN_BYTES, in entries: at most that many counters of
+	// fixed windows (rules and overrides, not shadow_mode rules) known to
+	// be past their limit are remembered, and a call on one is answered
+	// OVER_LIMIT without asking the backend (nor counting its hits) until
+	// its window ends by Now. A change of the configuration empties it.
+	LocalCacheSize int
 	// Now is the clock of the response's figures that the limiter does not
-	// give; time.Now when nil.
+	// give, and of the local over-limit cache; time.Now when nil.
 	Now func() time.Time
 	// OnError, if set, receives the registry's reload errors.
 	OnError func(error)
@@ -62,6 +69,8 @@ type Service struct {
 	src   *Source
 	rules *policy.Registry
 	opts  Options
+
+	over *overCache // nil without Options.LocalCacheSize
 
 	mu        sync.Mutex
 	overrides map[[2]uint32]*overrideLimit
@@ -87,7 +96,11 @@ func NewService(ctx context.Context, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{src: opts.Source, rules: reg, opts: opts, overrides: map[[2]uint32]*overrideLimit{}}, nil
+	s := &Service{src: opts.Source, rules: reg, opts: opts, overrides: map[[2]uint32]*overrideLimit{}}
+	if opts.LocalCacheSize > 0 {
+		s.over = newOverCache(opts.LocalCacheSize)
+	}
+	return s, nil
 }
 
 // Rules is the registry of the rules' fixed windows (policies named by
@@ -178,7 +191,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	now := s.opts.Now()
 	anyOver := false
 	for i := range ds {
-		if err := s.decide(ctx, &ds[i], now); err != nil {
+		if err := s.decide(ctx, cfg, &ds[i], now); err != nil {
 			return nil, err
 		}
 		anyOver = anyOver || ds[i].over
@@ -215,7 +228,7 @@ func permits(hits uint64) int {
 }
 
 // decide asks d's limiter, and sets d's status.
-func (s *Service) decide(ctx context.Context, d *decision, now time.Time) error {
+func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time.Time) error {
 	switch {
 	case d.unlimited:
 		d.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
@@ -280,39 +293,42 @@ func (s *Service) decide(ctx context.Context, d *decision, now time.Time) error 
 		}
 		return nil
 	}
+	counter := d.name + "\x00" + d.key // the window's, in the local over-limit cache
+	cached := fixed && !shadow && s.over != nil
+	if cached && s.over.over(cfg, counter, now) {
+		left := windowLeft(unitLength(limit.Unit), now)
+		past := &ratelimit.Outcome{Limit: int64(limit.RequestsPerUnit), Reason: ratelimit.ReasonLimit}
+		d.lease, d.over = past.Lease(0, left, left, 0), true
+		d.status = s.status(d, limit, d.lease, false, fixed, shadow, now)
+		return nil
+	}
 	n := permits(d.hits)
 	lease, err := acquire(n)
-	if errors.Is(err, ratelimit.ErrExceedsLimit) {
+	exceeds := errors.Is(err, ratelimit.ErrExceedsLimit)
+	if exceeds {
 		// More hits than the policy holds (the limit and its extra
 		// permit): past the limit, as a count past it is.
 		lease, err = acquire(0)
-		if err == nil && fixed {
-			lease = fill(lease, acquire)
-		}
-		if err == nil {
-			d.lease, d.over = shown(lease, fixed), true
-			d.status = s.status(d, limit, d.lease, false, fixed, shadow, now)
-			return nil
-		}
 	}
 	if err != nil {
 		return s.failed(ctx, d, mode, err)
 	}
 	switch {
-	case fixed && lease.Acquired() && lease.Remaining() == 0:
-		d.over = true // the hits took the count past the limit (see counting)
-	case lease.Acquired():
-		if n > 0 {
-			d.refund = func() { refund(lease, n) }
-		}
-	default:
+	case exceeds || !lease.Acquired():
 		d.over = true
 		if fixed {
 			lease = fill(lease, acquire)
 		}
+	case fixed && lease.Remaining() == 0:
+		d.over = true // the hits took the count past the limit (see counting)
+	case n > 0:
+		d.refund = func() { refund(lease, n) }
 	}
 	d.lease = shown(lease, fixed)
 	d.status = s.status(d, limit, d.lease, !d.over, fixed, shadow, now)
+	if cached && d.over {
+		s.over.add(cfg, counter, now.Add(windowLeft(unitLength(limit.Unit), now)), now)
+	}
 	return nil
 }
 
