@@ -120,7 +120,7 @@ func (r *Rule) Config() fixedwindow.Config {
 // is within the limit when the policy grants n with at least one permit
 // left; otherwise it is past the limit, and the policy's remaining permits
 // are taken (fill), so that its count is Limit + 1 until the window ends.
-// A count past Limit + 1 is not kept: a limit raised live within the
+// Hits past Limit + 1 are not counted: a limit raised live within the
 // window starts from Limit + 1.
 func counting(cfg fixedwindow.Config) fixedwindow.Config {
 	cfg.Limit++

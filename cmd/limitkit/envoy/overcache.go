@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"container/list"
 	"sync"
 	"time"
 )
@@ -8,59 +9,60 @@ import (
 // overCache is the local over-limit cache (Options.LocalCacheSize): the
 // counters of fixed windows known to be past their limit, with the end of
 // that window, so that the calls on them are answered without asking the
-// backend until it ends. It is emptied when the configuration changes (a
-// limit may have been raised). Safe for concurrent use.
+// backend until it ends. When it is full, the counter learnt first goes,
+// in constant time. It is emptied when the configuration changes (a limit
+// may have been raised). Safe for concurrent use.
 type overCache struct {
-	mu   sync.Mutex
-	size int
-	cfg  *Config          // the configuration its entries were learnt under
-	ends map[string]int64 // counter -> its window's end, Unix nanoseconds
+	mu    sync.Mutex
+	size  int
+	cfg   *Config                  // the configuration its entries were learnt under
+	ends  map[string]*list.Element // counter -> its entry in order
+	order list.List                // of *overEntry, the first learnt first
+}
+
+type overEntry struct {
+	counter string
+	end     int64 // the counter's window's end, Unix nanoseconds
 }
 
 func newOverCache(size int) *overCache {
-	return &overCache{size: size, ends: map[string]int64{}}
+	return &overCache{size: size, ends: map[string]*list.Element{}}
 }
 
 // over reports whether counter is known to be past its limit at now,
 // under cfg.
 func (c *overCache) over(cfg *Config, counter string, now time.Time) bool {
-	if c == nil {
-		return false
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.follow(cfg)
-	end, ok := c.ends[counter]
-	if ok && end <= now.UnixNano() {
-		delete(c.ends, counter)
+	e, ok := c.ends[counter]
+	if ok && e.Value.(*overEntry).end <= now.UnixNano() {
+		c.remove(e)
 		return false
 	}
 	return ok
 }
 
-// add records that counter is past its limit until end. When the cache is
-// full, the entries whose window ended go first, then any one.
-func (c *overCache) add(cfg *Config, counter string, end, now time.Time) {
-	if c == nil {
-		return
-	}
+// add records that counter is past its limit until end.
+func (c *overCache) add(cfg *Config, counter string, end time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.follow(cfg)
-	if _, ok := c.ends[counter]; !ok && len(c.ends) >= c.size {
-		for k, e := range c.ends {
-			if e <= now.UnixNano() {
-				delete(c.ends, k)
-			}
-		}
-		for k := range c.ends {
-			if len(c.ends) < c.size {
-				break
-			}
-			delete(c.ends, k)
-		}
+	if e, ok := c.ends[counter]; ok {
+		e.Value.(*overEntry).end = end.UnixNano()
+		c.order.MoveToBack(e)
+		return
 	}
-	c.ends[counter] = end.UnixNano()
+	if len(c.ends) >= c.size {
+		c.remove(c.order.Front())
+	}
+	c.ends[counter] = c.order.PushBack(&overEntry{counter, end.UnixNano()})
+}
+
+// remove forgets e's counter. Requires c.mu.
+func (c *overCache) remove(e *list.Element) {
+	delete(c.ends, e.Value.(*overEntry).counter)
+	c.order.Remove(e)
 }
 
 // follow empties the cache when cfg is not the configuration its entries
@@ -69,5 +71,6 @@ func (c *overCache) follow(cfg *Config) {
 	if c.cfg != cfg {
 		c.cfg = cfg
 		clear(c.ends)
+		c.order.Init()
 	}
 }

@@ -52,8 +52,10 @@ type Options struct {
 	// LOCAL_CACHE_SIZE_IN_BYTES, in entries: at most that many counters of
 	// fixed windows (rules and overrides, not shadow_mode rules) known to
 	// be past their limit are remembered, and a call on one is answered
-	// OVER_LIMIT without asking the backend (nor counting its hits) until
-	// its window ends by Now. A change of the configuration empties it.
+	// OVER_LIMIT without asking the backend (nor counting its hits, nor
+	// telling its metrics) until its window ends by Now. When it is full,
+	// the counter learnt first goes. A change of the configuration empties
+	// it.
 	LocalCacheSize int
 	// Now is the clock of the response's figures that the limiter does not
 	// give, and of the local over-limit cache; time.Now when nil.
@@ -104,7 +106,8 @@ func NewService(ctx context.Context, opts Options) (*Service, error) {
 }
 
 // Rules is the registry of the rules' fixed windows (policies named by
-// Rule.PolicyName, keyed by the descriptor's counter key).
+// Rule.PolicyName, keyed by the descriptor's counter key), each counting
+// one permit more than its rule's requests_per_unit (see the package doc).
 func (s *Service) Rules() *policy.Registry { return s.rules }
 
 // Close closes the rules' and the overrides' limiters. Safe to call twice.
@@ -317,7 +320,7 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 	case exceeds || !lease.Acquired():
 		d.over = true
 		if fixed {
-			lease = fill(lease, acquire)
+			lease = fill(lease, unitLength(limit.Unit), now, acquire, refund)
 		}
 	case fixed && lease.Remaining() == 0:
 		d.over = true // the hits took the count past the limit (see counting)
@@ -327,24 +330,41 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 	d.lease = shown(lease, fixed)
 	d.status = s.status(d, limit, d.lease, !d.over, fixed, shadow, now)
 	if cached && d.over {
-		s.over.add(cfg, counter, now.Add(windowLeft(unitLength(limit.Unit), now)), now)
+		s.over.add(cfg, counter, now.Add(windowLeft(unitLength(limit.Unit), now)))
 	}
 	return nil
 }
 
 // fill counts hits past the limit in a window of envoyproxy/ratelimit's
-// (see counting): the policy's remaining permits are taken, its extra one
-// included, so that the window stays over the limit until it ends. Other
-// calls (of this server or another) may take some between two asks: it
-// asks again for what is left then, fillTries times at most. It returns
+// (see counting), whose decision is lease: the policy's remaining permits
+// are taken, its extra one included, so that the window stays over the
+// limit until it ends. Other calls (of this server or another) may take
+// some between two asks: it asks again for what is left then, fillTries
+// times at most. An ask answered in a later window of length w (the
+// decision's ended meanwhile: its time left is longer, by more than half
+// a window, than the decision's) takes nothing there: what it was granted
+// is given back. The decision's time left is the lease's, or, when the
+// lease does not tell (an empty window's status check), that of the
+// window of now, the decision's instant by the service's clock. It returns
 // the lease to report.
-func fill(lease ratelimit.Lease, acquire func(int) (ratelimit.Lease, error)) ratelimit.Lease {
+func fill(lease ratelimit.Lease, w time.Duration, now time.Time, acquire func(int) (ratelimit.Lease, error), giveBack func(ratelimit.Lease, int) error) ratelimit.Lease {
+	decided, known := windowLeftOf(lease)
+	if !known {
+		decided = windowLeft(w, now)
+	}
 	for range fillTries {
 		if lease.Remaining() <= 0 {
 			return lease
 		}
-		l, err := acquire(int(lease.Remaining()))
+		n := int(lease.Remaining())
+		l, err := acquire(n)
 		if err != nil {
+			return lease
+		}
+		if left, ok := windowLeftOf(l); ok && left > decided+w/2 {
+			if l.Acquired() {
+				giveBack(l, n)
+			}
 			return lease
 		}
 		if l.Acquired() {
@@ -353,6 +373,22 @@ func fill(lease ratelimit.Lease, acquire func(int) (ratelimit.Lease, error)) rat
 		lease = l // refused: fewer are left now
 	}
 	return lease
+}
+
+// windowLeftOf is the time left in the fixed window that decided lease, as
+// its backend's clock read it: a refusal's RetryAfter, or the ResetAfter
+// of a window that counts something. Within one window it only shrinks (but
+// for the backend's clock's and a cached refusal's noise); a later
+// window's is a window longer, less the time between the two readings. ok
+// is false when lease does not tell (an empty window's status check).
+func windowLeftOf(lease ratelimit.Lease) (left time.Duration, ok bool) {
+	if d, ok := lease.RetryAfter(); ok {
+		return d, true
+	}
+	if d := lease.ResetAfter(); d > 0 {
+		return d, true
+	}
+	return 0, false
 }
 
 // fillTries bounds fill's asks: each one that is refused found permits

@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"os"
@@ -552,18 +553,59 @@ func TestFillAsksAgain(t *testing.T) {
 		return refused.Lease(left, time.Minute, time.Minute, 0), nil
 	}
 	race := func(n int) (ratelimit.Lease, error) { left--; return acquire(n) } // a racing call takes one first
-	lease := fill(refused.Lease(left, time.Minute, time.Minute, 0), func(n int) (ratelimit.Lease, error) {
+	lease := fill(refused.Lease(left, time.Minute, time.Minute, 0), time.Hour, time.Now(), func(n int) (ratelimit.Lease, error) {
 		if len(asks) < 2 {
 			return race(n)
 		}
 		return acquire(n)
-	})
+	}, nil)
 	if !lease.Acquired() || lease.Remaining() != 0 || left != 0 || !slices.Equal(asks, []int{4, 3, 2}) {
 		t.Fatalf("after asks %v: %v, %d left; want every permit taken at the third ask", asks, lease, left)
 	}
 	asks, left = nil, 100
-	lease = fill(refused.Lease(left, time.Minute, time.Minute, 0), race)
+	lease = fill(refused.Lease(left, time.Minute, time.Minute, 0), time.Hour, time.Now(), race, nil)
 	if lease.Acquired() || len(asks) != fillTries {
 		t.Fatalf("racing every ask: %v after %d asks, want a refusal after %d", lease, len(asks), fillTries)
+	}
+}
+
+// fill takes nothing in a window after its decision's: a call past the
+// limit 1ms before a window's end, whose fill is answered after it, leaves
+// the next window as it was (envoyproxy/ratelimit counts its hits in one
+// step, in the decision's window).
+func TestFillStaysInItsWindow(t *testing.T) {
+	ctx := context.Background()
+	e := start(t, map[string]string{"d.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 2}\n"}, Options{})
+	for _, hits := range []int{1, 5} { // a refusal (then one over the limit), and more hits than the policy holds
+		e.clock.Advance(windowLeft(time.Second, e.clock.Now()) - time.Millisecond) // 1ms before a window's end
+		rule, counter := e.src.Config().Match("d", es("k", fmt.Sprint(hits)))
+		keyed := e.svc.Rules().Keyed(rule.PolicyName, App)
+		refund := func(l ratelimit.Lease, n int) error { return refundKey(ctx, keyed, counter, l, n) }
+		if hits == 1 {
+			if l, err := keyed.Acquire(ctx, counter, 2); err != nil || !l.Acquired() {
+				t.Fatalf("2 of 2+1: %v %v", l, err)
+			}
+		}
+		decision, err := keyed.Acquire(ctx, counter, hits+1) // past the limit: refused
+		if err != nil {
+			decision, err = keyed.Acquire(ctx, counter, 0) // as decide asks when the hits exceed the policy
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		asked := false
+		fill(decision, time.Second, e.clock.Now(), func(n int) (ratelimit.Lease, error) {
+			if !asked {
+				e.clock.Advance(2 * time.Millisecond) // the ask arrives after the window's end
+				asked = true
+			}
+			return keyed.Acquire(ctx, counter, n)
+		}, refund)
+		if !asked {
+			t.Fatalf("%d hits: fill asked nothing", hits)
+		}
+		if st := e.call(t, "d", 1, desc("k", fmt.Sprint(hits))).Statuses[0]; st.Code != rlspb.RateLimitResponse_OK || st.LimitRemaining != 1 {
+			t.Fatalf("%d hits: the next window's first hit is %v, remaining %d; want OK, 1", hits, st.Code, st.LimitRemaining)
+		}
 	}
 }
