@@ -114,7 +114,7 @@ func extremes(errorf func(string, ...any), s *suite, l ratelimit.Limiter, cfg ra
 		return // refilled at once (a rate of 2^53 per second): nothing to wait for
 	}
 	d, ok := refused.RetryAfter()
-	if d, err := algo.Of("conformance", cfg); err == nil && d.Holds() { // a concurrency limit
+	if desc, err := algo.Of("conformance", cfg); err == nil && desc.Holds() { // a concurrency limit
 		if ok {
 			errorf("concurrency refusal with RetryAfter %v", d)
 		}
