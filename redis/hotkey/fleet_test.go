@@ -46,7 +46,9 @@ var realConfigs = map[string]ratelimit.Config{
 // or over the windows of each period together (a sliding log, and every
 // algorithm in the short runs; see below): admitted >= 95% of the limit
 // in the steady period; the permits lost from the kill's window on at most
-// the killed process's live leases (plus the steady shortfall and 2%);
+// the killed process's live leases, plus what the steady windows are
+// allowed (5% of the limit, or the worst steady window's shortfall when
+// more) and 2%;
 // and, from one lease expiry after the kill, admitted >= 95% of the limit
 // again by the two survivors. From the kill on, each process offers the
 // limit, as a load balancer would send the dead process's share to the
@@ -211,12 +213,20 @@ func TestFleetRealClock(t *testing.T) {
 			}
 			steady := windows(start.Add(r.warm), kill)
 			check("steady", steady)
-			steadyN, _ := countAll(steady)
-			shortfall := max(perWindow-steadyN/float64(len(steady)), 0) // per window
+			// What this machine's load cost the worst steady window: the
+			// windows' mean hides it, as a window that counts a stalled
+			// call begun in the one before counts over the limit.
+			shortfall := 0.0 // per window
+			for _, w := range steady {
+				n, _ := countAll([]time.Time{w})
+				shortfall = max(shortfall, perWindow-n)
+			}
 			// The kill's window (a sliding log: from it to the restart):
-			// what the dead process held is lost until its leases expire.
-			// (Windows are counted by the instants the calls began: 2% for
-			// the grants made across a window's edges.)
+			// what the dead process held is lost until its leases expire,
+			// on top of what a steady window may lose (5%, as check
+			// allows, or more when one did) while the survivors' demand
+			// jumps to the limit. (Windows are counted by the instants the
+			// calls began: 2% for the grants made across a window's edges.)
 			kw := kill.Truncate(r.window)
 			down := []time.Time{kw}
 			if together {
@@ -224,9 +234,10 @@ func TestFleetRealClock(t *testing.T) {
 			}
 			killN, _ := countAll(down)
 			n := float64(len(down))
-			if lost, allowed := n*perWindow-killN, float64(stranded)+n*shortfall+n*perWindow/50; lost > allowed && asserted {
-				t.Errorf("%d windows from the kill's admitted %.0f of %.0f: lost %.0f, more than the killed process's leases (%d), the steady shortfall (%.0f a window) and 2%%",
-					len(down), killN, n*perWindow, lost, stranded, shortfall)
+			steadyLoss := max(shortfall, perWindow/20)
+			if lost, allowed := n*perWindow-killN, float64(stranded)+n*steadyLoss+n*perWindow/50; lost > allowed && asserted {
+				t.Errorf("%d windows from the kill's admitted %.0f of %.0f: lost %.0f, more than the killed process's leases (%d), a steady window's loss (%.0f a window) and 2%%",
+					len(down), killN, n*perWindow, lost, stranded, steadyLoss)
 			}
 			// Recovery within one expiry: the survivors' windows from
 			// then until the restart.
