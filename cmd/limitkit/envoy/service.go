@@ -296,8 +296,11 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 		}
 		return nil
 	}
-	counter := d.name + "\x00" + d.key // the window's, in the local over-limit cache
 	cached := fixed && !shadow && s.over != nil
+	var counter string // the window's, in the local over-limit cache
+	if cached {
+		counter = d.name + "\x00" + d.key
+	}
 	if cached && s.over.over(cfg, counter, now) {
 		left := windowLeft(unitLength(limit.Unit), now)
 		past := &ratelimit.Outcome{Limit: int64(limit.RequestsPerUnit), Reason: ratelimit.ReasonLimit}
