@@ -48,13 +48,13 @@ var realConfigs = map[string]ratelimit.Config{
 // in the steady period; the permits lost from the kill's window on at most
 // the killed process's live leases, plus what the steady windows are
 // allowed (5% of the limit, or the worst steady window's shortfall when
-// more) and 2%;
-// and, from one lease expiry after the kill, admitted >= 95% of the limit
+// more) and 2%; and, from one lease expiry after the kill, admitted >= 95% of the limit
 // again by the two survivors. From the kill on, each process offers the
 // limit, as a load balancer would send the dead process's share to the
 // others: twice the limit again. It counts; it asserts no duration. With
 // -hotkey.long it runs 10s of steady load in 1s windows; a short run
-// checks a sliding log's bound, and only reports its counts.
+// checks a sliding log's bound, and only reports its counts, as does a run
+// whose processes could not offer the load (see asserted).
 func TestFleetRealClock(t *testing.T) {
 	if c, ok, err := parseChild(); ok {
 		if err != nil {
@@ -200,8 +200,16 @@ func TestFleetRealClock(t *testing.T) {
 			// A short run of a sliding log is only reported: sharing two
 			// processors with other tests, its waves shift with every stall
 			// (a starved process's lease logged at its expiry), and 3s of
-			// them say little; the 10s runs check it.
-			asserted := !log || *long
+			// them say little; the 10s runs check it. So is a run whose
+			// processes, starved of processor time, did not offer the load
+			// the checks presume (1.5 times the limit at least in the steady
+			// windows, for twice meant): their leases adapt late, and what
+			// they lose measures the machine. The bound (over-admission,
+			// above) is checked whatever the load.
+			steady := windows(start.Add(r.warm), kill)
+			_, steadyOffered := countAll(steady)
+			loaded := steadyOffered >= 1.5*perWindow*float64(len(steady))
+			asserted := (!log || *long) && loaded
 			check := func(what string, ws []time.Time) {
 				for _, g := range perCount(ws) {
 					n, offered := countAll(g)
@@ -211,7 +219,6 @@ func TestFleetRealClock(t *testing.T) {
 					}
 				}
 			}
-			steady := windows(start.Add(r.warm), kill)
 			check("steady", steady)
 			// What this machine's load cost the worst steady window: the
 			// windows' mean hides it, as a window that counts a stalled
@@ -259,6 +266,9 @@ func TestFleetRealClock(t *testing.T) {
 			}
 			t.Logf("%d grants checked, none over the bound; steady windows admitted %s of the limit; from the kill's window %s (stranded %d); after one expiry %s; survivors and restarted process: %d of %d requests granted",
 				len(all), ratio(steady), ratio(down), stranded, ratio(rec), granted, decided)
+			if !loaded {
+				t.Logf("under-admission reported, not checked: the steady windows were offered %.2f of the limit, under 1.5", steadyOffered/(perWindow*float64(len(steady))))
+			}
 		})
 	}
 }
