@@ -311,11 +311,18 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 	n := permits(d.hits)
 	lease, err := acquire(n)
 	exceeds := errors.Is(err, ratelimit.ErrExceedsLimit)
-	if exceeds {
+	if exceeds && fixed {
 		// More hits than the policy holds (the limit and its extra
-		// permit): past the limit, as a count past it is.
+		// permit): past the limit, as a count past it is. Asking for the
+		// whole policy takes an empty window in one step, or is refused
+		// with the time left in the window, for fill.
+		lease, err = acquire(int(limit.RequestsPerUnit) + 1)
+		exceeds = errors.Is(err, ratelimit.ErrExceedsLimit) // the limit was lowered meanwhile
+	}
+	if exceeds {
 		lease, err = acquire(0)
 	}
+	decided := s.opts.Now() // when the decision came back, for fill
 	if err != nil {
 		return s.failed(ctx, d, mode, err)
 	}
@@ -323,9 +330,9 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 	case exceeds || !lease.Acquired():
 		d.over = true
 		if fixed {
-			lease = fill(lease, unitLength(limit.Unit), now, acquire, refund)
+			lease = fill(lease, unitLength(limit.Unit), decided, s.opts.Now, acquire, refund)
 		}
-	case fixed && lease.Remaining() == 0:
+	case fixed && (lease.Remaining() == 0 || n > int(limit.RequestsPerUnit)):
 		d.over = true // the hits took the count past the limit (see counting)
 	case n > 0:
 		d.refund = func() { refund(lease, n) }
@@ -344,16 +351,18 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 // limit until it ends. Other calls (of this server or another) may take
 // some between two asks: it asks again for what is left then, fillTries
 // times at most. An ask answered in a later window of length w (the
-// decision's ended meanwhile: its time left is longer, by more than half
-// a window, than the decision's) takes nothing there: what it was granted
-// is given back. The decision's time left is the lease's, or, when the
-// lease does not tell (an empty window's status check), that of the
-// window of now, the decision's instant by the service's clock. It returns
-// the lease to report.
-func fill(lease ratelimit.Lease, w time.Duration, now time.Time, acquire func(int) (ratelimit.Lease, error), giveBack func(ratelimit.Lease, int) error) ratelimit.Lease {
+// decision's ended meanwhile) takes nothing there: what it was granted is
+// given back. An answer is in a later window when the time left in its
+// window is longer, by more than half a window, than the decision's less
+// the time since the decision came back (at, by now's clock): in the same
+// window it is that, in the next a window more. The decision's time left
+// is the lease's, or, when the lease does not tell (an empty window's
+// status check), that of the window of at by now's clock. It returns the
+// lease to report.
+func fill(lease ratelimit.Lease, w time.Duration, at time.Time, now func() time.Time, acquire func(int) (ratelimit.Lease, error), giveBack func(ratelimit.Lease, int) error) ratelimit.Lease {
 	decided, known := windowLeftOf(lease)
 	if !known {
-		decided = windowLeft(w, now)
+		decided = windowLeft(w, at)
 	}
 	for range fillTries {
 		if lease.Remaining() <= 0 {
@@ -364,7 +373,7 @@ func fill(lease ratelimit.Lease, w time.Duration, now time.Time, acquire func(in
 		if err != nil {
 			return lease
 		}
-		if left, ok := windowLeftOf(l); ok && left > decided+w/2 {
+		if left, ok := windowLeftOf(l); ok && left > decided-now().Sub(at)+w/2 {
 			if l.Acquired() {
 				giveBack(l, n)
 			}

@@ -553,7 +553,7 @@ func TestFillAsksAgain(t *testing.T) {
 		return refused.Lease(left, time.Minute, time.Minute, 0), nil
 	}
 	race := func(n int) (ratelimit.Lease, error) { left--; return acquire(n) } // a racing call takes one first
-	lease := fill(refused.Lease(left, time.Minute, time.Minute, 0), time.Hour, time.Now(), func(n int) (ratelimit.Lease, error) {
+	lease := fill(refused.Lease(left, time.Minute, time.Minute, 0), time.Hour, time.Now(), time.Now, func(n int) (ratelimit.Lease, error) {
 		if len(asks) < 2 {
 			return race(n)
 		}
@@ -563,7 +563,7 @@ func TestFillAsksAgain(t *testing.T) {
 		t.Fatalf("after asks %v: %v, %d left; want every permit taken at the third ask", asks, lease, left)
 	}
 	asks, left = nil, 100
-	lease = fill(refused.Lease(left, time.Minute, time.Minute, 0), time.Hour, time.Now(), race, nil)
+	lease = fill(refused.Lease(left, time.Minute, time.Minute, 0), time.Hour, time.Now(), time.Now, race, nil)
 	if lease.Acquired() || len(asks) != fillTries {
 		t.Fatalf("racing every ask: %v after %d asks, want a refusal after %d", lease, len(asks), fillTries)
 	}
@@ -576,7 +576,7 @@ func TestFillAsksAgain(t *testing.T) {
 func TestFillStaysInItsWindow(t *testing.T) {
 	ctx := context.Background()
 	e := start(t, map[string]string{"d.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 2}\n"}, Options{})
-	for _, hits := range []int{1, 5} { // a refusal (then one over the limit), and more hits than the policy holds
+	for _, hits := range []int{1, 5} { // a refusal (then one over the limit), and more hits than the policy holds when its limit was lowered
 		e.clock.Advance(windowLeft(time.Second, e.clock.Now()) - time.Millisecond) // 1ms before a window's end
 		rule, counter := e.src.Config().Match("d", es("k", fmt.Sprint(hits)))
 		keyed := e.svc.Rules().Keyed(rule.PolicyName, App)
@@ -594,7 +594,7 @@ func TestFillStaysInItsWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 		asked := false
-		fill(decision, time.Second, e.clock.Now(), func(n int) (ratelimit.Lease, error) {
+		fill(decision, time.Second, e.clock.Now(), e.clock.Now, func(n int) (ratelimit.Lease, error) {
 			if !asked {
 				e.clock.Advance(2 * time.Millisecond) // the ask arrives after the window's end
 				asked = true
@@ -608,4 +608,41 @@ func TestFillStaysInItsWindow(t *testing.T) {
 			t.Fatalf("%d hits: the next window's first hit is %v, remaining %d; want OK, 1", hits, st.Code, st.LimitRemaining)
 		}
 	}
+}
+
+// fill's window check holds whatever the stall between the decision and
+// its ask (a decision 400ms before its window's end, an ask 600ms later),
+// and a backend whose clock is ahead of the service's decides more hits
+// than the policy holds in its own window, in one step.
+func TestFillWindowsAcrossStallsAndClocks(t *testing.T) {
+	ctx := context.Background()
+	cfg := map[string]string{"d.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 2}\n"}
+	ok, over, second := rlspb.RateLimitResponse_OK, rlspb.RateLimitResponse_OVER_LIMIT, rlspb.RateLimitResponse_RateLimit_SECOND
+	t.Run("stall", func(t *testing.T) {
+		e := start(t, cfg, Options{})
+		e.clock.Advance(windowLeft(time.Second, e.clock.Now()) - 400*time.Millisecond)
+		rule, counter := e.src.Config().Match("d", es("k", "v"))
+		keyed := e.svc.Rules().Keyed(rule.PolicyName, App)
+		keyed.Acquire(ctx, counter, 2)
+		decision, err := keyed.Acquire(ctx, counter, 2) // refused: 1 left of the policy's 3
+		if err != nil || decision.Acquired() {
+			t.Fatalf("%v %v", decision, err)
+		}
+		at := e.clock.Now()
+		fill(decision, time.Second, at, e.clock.Now, func(n int) (ratelimit.Lease, error) {
+			e.clock.Advance(600 * time.Millisecond) // the ask arrives in the next window
+			return keyed.Acquire(ctx, counter, n)
+		}, func(l ratelimit.Lease, n int) error { return refundKey(ctx, keyed, counter, l, n) })
+		wantStatus(t, e.call(t, "d", 1, desc("k", "v")).Statuses[0], ok, 2, second, 1)
+	})
+	t.Run("backend ahead", func(t *testing.T) {
+		service := ratelimittest.NewClock()
+		backend := ratelimittest.NewClockAt(service.Now().Add(10 * time.Millisecond))
+		e := start(t, cfg, Options{Backend: policy.Memory(memory.WithClock(backend)), Now: service.Now})
+		advance := func(d time.Duration) { service.Advance(d); backend.Advance(d) }
+		advance(windowLeft(time.Second, service.Now()) - 5*time.Millisecond) // the backend is 5ms into its next window
+		wantStatus(t, e.call(t, "d", 5, desc("k", "v")).Statuses[0], over, 2, second, 0)
+		advance(time.Millisecond)
+		wantStatus(t, e.call(t, "d", 1, desc("k", "v")).Statuses[0], over, 2, second, 0) // theirs: 6 > 2
+	})
 }
