@@ -35,26 +35,27 @@ var realConfigs = map[string]ratelimit.Config{
 	"fixedwindow-fast": fixedwindow.Config{Limit: 1e9, Window: time.Hour},
 }
 
-// TestFleetRealClock runs three OS processes (this test binary again) of
-// 32 goroutines on one key, offering together twice the limit, paced,
-// for each algorithm: after a warm-up, a steady period, then one process
-// is killed with SIGKILL (its lease stranded) and started again later.
-// Every grant of every process, the killed one's included, is checked
-// against the algorithm's bound (the grants whose calls lie wholly in a
-// window or span): no over-admission at all. Then, from the counts, in
-// each window (with -hotkey.long, for a fixed window and a token bucket)
-// or over the windows of each period together (a sliding log, and every
-// algorithm in the short runs; see below): admitted >= 95% of the limit
-// in the steady period; the permits lost from the kill's window on at most
-// the killed process's live leases, plus what the steady windows are
-// allowed (5% of the limit, or the worst steady window's shortfall when
-// more) and 2%; and, from one lease expiry after the kill, admitted >= 95% of the limit
-// again by the two survivors. From the kill on, each process offers the
-// limit, as a load balancer would send the dead process's share to the
-// others: twice the limit again. It counts; it asserts no duration. With
-// -hotkey.long it runs 10s of steady load in 1s windows; a short run
-// checks a sliding log's bound, and only reports its counts, as does a run
-// whose processes could not offer the load (see asserted).
+// TestFleetRealClock runs three OS processes (this test binary again) of 32
+// goroutines on one key, offering together twice the limit, paced, for each
+// algorithm: after a warm-up, a steady period, then one process is killed
+// with SIGKILL (its lease stranded) and started again later. Every grant of
+// every process, the killed one's included, is checked against the
+// algorithm's bound (the grants whose calls lie wholly in a window or
+// span): no over-admission at all. Then, from the counts, in each window
+// (with -hotkey.long, for a fixed window and a token bucket) or over the
+// windows of each period together (a sliding log, and every algorithm in
+// the short runs; see below): admitted >= 95% of the limit in the steady
+// period; the permits lost from the kill's window on at most the killed
+// process's live leases, plus what the steady windows are allowed (5% of
+// the limit, or the worst steady window's shortfall when more, up to 15%)
+// and 2%; and, from one lease expiry after the kill, admitted >= 95% of the
+// limit again by the two survivors (of what was offered, when that was
+// less; 85% when the processes were starved, see held). From the kill on,
+// each process offers the limit, as a load balancer would send the dead
+// process's share to the others: twice the limit again. It counts; it
+// asserts no duration. With -hotkey.long it runs 10s of steady load in 1s
+// windows; a short run checks a sliding log's bound, and only reports its
+// counts.
 func TestFleetRealClock(t *testing.T) {
 	if c, ok, err := parseChild(); ok {
 		if err != nil {
@@ -200,22 +201,26 @@ func TestFleetRealClock(t *testing.T) {
 			// A short run of a sliding log is only reported: sharing two
 			// processors with other tests, its waves shift with every stall
 			// (a starved process's lease logged at its expiry), and 3s of
-			// them say little; the 10s runs check it. So is a run whose
-			// processes, starved of processor time, did not offer the load
-			// the checks presume (1.5 times the limit at least in the steady
-			// windows, for twice meant): their leases adapt late, and what
-			// they lose measures the machine. The bound (over-admission,
-			// above) is checked whatever the load.
+			// them say little; the 10s runs check it.
+			asserted := !log || *long
+			// Processes starved of processor time offer less than the load
+			// meant (1.5 times the limit in the steady windows, against
+			// twice), and their leases adapt late: such a run is held to
+			// 85% of what was offered rather than 95%. The bound
+			// (over-admission, above) is the same whatever the load.
 			steady := windows(start.Add(r.warm), kill)
 			_, steadyOffered := countAll(steady)
 			loaded := steadyOffered >= 1.5*perWindow*float64(len(steady))
-			asserted := (!log || *long) && loaded
+			held := 0.95
+			if !loaded {
+				held = 0.85
+			}
 			check := func(what string, ws []time.Time) {
 				for _, g := range perCount(ws) {
 					n, offered := countAll(g)
-					if want := 0.95 * min(perWindow*float64(len(g)), offered); n < want && asserted {
-						t.Errorf("%s: %d windows from %v admitted %.0f, under 95%% of the limit %.0f (offered %.0f)",
-							what, len(g), g[0].Format("15:04:05.000"), n, perWindow*float64(len(g)), offered)
+					if want := held * min(perWindow*float64(len(g)), offered); n < want && asserted {
+						t.Errorf("%s: %d windows from %v admitted %.0f, under %.0f%% of the limit %.0f (offered %.0f)",
+							what, len(g), g[0].Format("15:04:05.000"), n, 100*held, perWindow*float64(len(g)), offered)
 					}
 				}
 			}
@@ -230,21 +235,27 @@ func TestFleetRealClock(t *testing.T) {
 			}
 			// The kill's window (a sliding log: from it to the restart):
 			// what the dead process held is lost until its leases expire,
-			// on top of what a steady window may lose (5%, as check
-			// allows, or more when one did) while the survivors' demand
-			// jumps to the limit. (Windows are counted by the instants the
-			// calls began: 2% for the grants made across a window's edges.)
+			// on top of what a steady window may lose (what check allows,
+			// or the worst steady window's shortfall when more, up to 15%)
+			// while the survivors' demand jumps to the limit, counted from
+			// what was offered when that was under the limit. (Windows are
+			// counted by the instants the calls began: 2% for the grants
+			// made across a window's edges.)
 			kw := kill.Truncate(r.window)
 			down := []time.Time{kw}
 			if together {
 				down = append(down, windows(kw, restart)...)
 			}
-			killN, _ := countAll(down)
+			var killN, due float64 // admitted, and what could have been
+			for _, w := range down {
+				n, offered := countAll([]time.Time{w})
+				killN, due = killN+n, due+min(perWindow, offered)
+			}
 			n := float64(len(down))
-			steadyLoss := max(shortfall, perWindow/20)
-			if lost, allowed := n*perWindow-killN, float64(stranded)+n*steadyLoss+n*perWindow/50; lost > allowed && asserted {
+			steadyLoss := min(max(shortfall, (1-held)*perWindow), 0.15*perWindow)
+			if lost, allowed := due-killN, float64(stranded)+n*steadyLoss+n*perWindow/50; lost > allowed && asserted {
 				t.Errorf("%d windows from the kill's admitted %.0f of %.0f: lost %.0f, more than the killed process's leases (%d), a steady window's loss (%.0f a window) and 2%%",
-					len(down), killN, n*perWindow, lost, stranded, steadyLoss)
+					len(down), killN, due, lost, stranded, steadyLoss)
 			}
 			// Recovery within one expiry: the survivors' windows from
 			// then until the restart.
@@ -267,7 +278,7 @@ func TestFleetRealClock(t *testing.T) {
 			t.Logf("%d grants checked, none over the bound; steady windows admitted %s of the limit; from the kill's window %s (stranded %d); after one expiry %s; survivors and restarted process: %d of %d requests granted",
 				len(all), ratio(steady), ratio(down), stranded, ratio(rec), granted, decided)
 			if !loaded {
-				t.Logf("under-admission reported, not checked: the steady windows were offered %.2f of the limit, under 1.5", steadyOffered/(perWindow*float64(len(steady))))
+				t.Logf("the processes were starved: the steady windows were offered %.2f of the limit, under 1.5; held to 85%% of what was offered", steadyOffered/(perWindow*float64(len(steady))))
 			}
 		})
 	}
