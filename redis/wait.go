@@ -53,20 +53,9 @@ func (l *Limiter) wait(ctx context.Context, permits int, span *waittrace.Span) (
 			return l.refusedAs(lease, ratelimit.ReasonQueueFull), nil
 		}
 		d, known := lease.RetryAfter()
-		if known {
-			var left time.Duration
-			deadline, ok := ctx.Deadline()
-			if ok {
-				if left = l.until(deadline); left < d {
-					return l.refusedAs(lease, ratelimit.ReasonDeadline), nil
-				}
-			}
-			d += base.Jitter(d, left, ok)
-		} else {
-			d, backoff = backoff, min(2*backoff, 50*time.Millisecond)
-		}
-		if deadline, ok := ctx.Deadline(); ok {
-			d = min(d, max(l.until(deadline), 0))
+		d, ok := base.PollDelay(ctx, d, known, &backoff, l.until)
+		if !ok {
+			return l.refusedAs(lease, ratelimit.ReasonDeadline), nil
 		}
 		if lease, err := l.sleep(ctx, d, span); err != nil || lease.Reason() == ratelimit.ReasonClosed {
 			return lease, err

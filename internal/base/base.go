@@ -156,3 +156,33 @@ func Jitter(d, left time.Duration, deadline bool) time.Duration {
 	}
 	return j
 }
+
+// MaxBackoff bounds the delay of a polling Wait whose refusal gave no
+// RetryAfter (see PollDelay).
+const MaxBackoff = 50 * time.Millisecond
+
+// PollDelay is how long a polling Wait (redis's window algorithms,
+// hotkey's) sleeps after a refusal before it asks again: a known
+// RetryAfter d and its Jitter; else *backoff, which doubles for the next
+// time up to MaxBackoff. It never passes ctx's deadline, whose time left
+// until reads on the Wait's clock. ok is false when that deadline comes
+// before a known d: the Wait cannot be met.
+func PollDelay(ctx context.Context, d time.Duration, known bool, backoff *time.Duration, until func(deadline time.Time) time.Duration) (wait time.Duration, ok bool) {
+	deadline, has := ctx.Deadline()
+	var left time.Duration
+	if has {
+		left = until(deadline)
+	}
+	if known {
+		if has && left < d {
+			return 0, false
+		}
+		d += Jitter(d, left, has)
+	} else {
+		d, *backoff = *backoff, min(2**backoff, MaxBackoff)
+	}
+	if has {
+		d = min(d, max(left, 0))
+	}
+	return d, true
+}

@@ -1,6 +1,7 @@
 package base
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -89,5 +90,46 @@ func TestJitter(t *testing.T) {
 		if c.most > 0 && seen == 0 {
 			t.Errorf("Jitter(%v, %v, %v): always 0 in 2000 draws", c.d, c.left, c.deadline)
 		}
+	}
+}
+
+// PollDelay: a known RetryAfter and its jitter, refused before a deadline
+// that comes first; a doubling backoff otherwise, capped; never past the
+// deadline.
+func TestPollDelay(t *testing.T) {
+	left := func(d time.Duration) func(time.Time) time.Duration {
+		return func(time.Time) time.Duration { return d }
+	}
+	bg := context.Background()
+	short, cancel := context.WithTimeout(bg, time.Hour) // its time left is what left says
+	defer cancel()
+	backoff := time.Millisecond
+	if _, ok := PollDelay(short, time.Second, true, &backoff, left(999*time.Millisecond)); ok {
+		t.Error("a RetryAfter past the deadline: want it refused")
+	}
+	for range 100 {
+		if d, ok := PollDelay(bg, time.Second, true, &backoff, nil); !ok || d < time.Second || d > time.Second+100*time.Millisecond {
+			t.Fatalf("RetryAfter 1s, no deadline: %v %v", d, ok)
+		}
+		if d, ok := PollDelay(short, time.Second, true, &backoff, left(1100*time.Millisecond)); !ok || d < time.Second || d > 1050*time.Millisecond {
+			t.Fatalf("RetryAfter 1s, 1.1s left: %v %v, want at most half the slack added", d, ok)
+		}
+	}
+	var got []time.Duration
+	for range 8 {
+		d, ok := PollDelay(bg, 0, false, &backoff, nil)
+		if !ok {
+			t.Fatal("no RetryAfter: refused")
+		}
+		got = append(got, d)
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 50, 50}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Fatalf("backoffs %v, want %v ms", got, want)
+		}
+	}
+	if d, _ := PollDelay(short, 0, false, &backoff, left(3*time.Millisecond)); d != 3*time.Millisecond {
+		t.Errorf("a backoff of 50ms with 3ms left: %v, want 3ms", d)
 	}
 }

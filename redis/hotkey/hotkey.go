@@ -291,20 +291,9 @@ func (l *Limiter) wait(ctx context.Context, permits int, span *waittrace.Span) (
 			return l.refusedAs(lease, ratelimit.ReasonQueueFull), nil
 		}
 		d, known := lease.RetryAfter()
-		if known {
-			var left time.Duration
-			deadline, ok := ctx.Deadline()
-			if ok {
-				if left = deadline.Sub(l.now()); left < d {
-					return l.refusedAs(lease, ratelimit.ReasonDeadline), nil
-				}
-			}
-			d += base.Jitter(d, left, ok)
-		} else {
-			d, backoff = backoff, min(2*backoff, 50*time.Millisecond)
-		}
-		if deadline, ok := ctx.Deadline(); ok {
-			d = min(d, max(deadline.Sub(l.now()), 0))
+		d, ok := base.PollDelay(ctx, d, known, &backoff, func(deadline time.Time) time.Duration { return deadline.Sub(l.now()) })
+		if !ok {
+			return l.refusedAs(lease, ratelimit.ReasonDeadline), nil
 		}
 		if err := l.sleep(ctx, d, span); err != nil {
 			return ratelimit.Lease{}, err
