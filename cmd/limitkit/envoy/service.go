@@ -322,7 +322,6 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 	if exceeds {
 		lease, err = acquire(0)
 	}
-	decided := s.opts.Now() // when the decision came back, for fill
 	if err != nil {
 		return s.failed(ctx, d, mode, err)
 	}
@@ -330,7 +329,7 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 	case exceeds || !lease.Acquired():
 		d.over = true
 		if fixed {
-			lease = fill(lease, unitLength(limit.Unit), decided, s.opts.Now, acquire, refund)
+			lease = fill(lease, unitLength(limit.Unit), s.opts.Now(), s.opts.Now, acquire, refund) // now: when the decision came back
 		}
 	case fixed && (lease.Remaining() == 0 || n > int(limit.RequestsPerUnit)):
 		d.over = true // the hits took the count past the limit (see counting)
