@@ -12,7 +12,7 @@ import (
 // without asking the backend until its window ends: a reset of the
 // backend's count behind the service's back is not seen until then, nor
 // after a change of the configuration, which empties the cache. The cache
-// holds at most LocalCacheSize counters.
+// holds at most LocalCacheSize counters; the counter learnt first goes.
 func TestLocalOverLimitCache(t *testing.T) {
 	ctx := context.Background()
 	rules := func(rpu string) map[string]string {
@@ -61,9 +61,15 @@ func TestLocalOverLimitCache(t *testing.T) {
 		}
 		e.svc.over.mu.Lock()
 		held := len(e.svc.over.ends)
+		inCache := func(value string) bool {
+			rule, counter := e.src.Config().Match("d", es("k", value))
+			_, ok := e.svc.over.ends[rule.PolicyName+"\x00"+counter]
+			return ok
+		}
+		firstGone := !inCache("b") && inCache("c") && inCache("d")
 		e.svc.over.mu.Unlock()
-		if held > size {
-			t.Fatalf("%d counters cached, want at most %d", held, size)
+		if held > size || !firstGone {
+			t.Fatalf("%d counters cached (b, the first learnt, gone: %v), want at most %d, the first learnt gone", held, firstGone, size)
 		}
 		// A change of the configuration empties the cache.
 		resetBehind("k", "d")
