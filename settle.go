@@ -155,8 +155,8 @@ type settler interface {
 // is left as it is: one with no Settle, or whose Settle says so with an
 // error that has a NoCost() method (as the memory and redis backends'
 // concurrency limits answer; a plain errors.ErrUnsupported is an error of
-// the settlement, joined); a member whose grant
-// is of another kind (a Chain's, a wrapper's) settles it. Every other
+// the settlement, joined); a member whose grant is of another kind (a
+// Chain's, a wrapper's) settles it. Every other
 // member must be able to settle: one with no Settle is an error wrapping
 // errors.ErrUnsupported before anything is settled (a nested Chain that
 // cannot settle says so when its turn comes, and its error is joined); a
