@@ -151,6 +151,7 @@ func reconfigureOn(t *testing.T, c goredis.UniversalClient) {
 }
 
 func TestReconfigureMiniredis(t *testing.T) {
+	t.Parallel() // in-process Lua: beside the other miniredis tests
 	_, c := miniClient(t)
 	reconfigureOn(t, c)
 }

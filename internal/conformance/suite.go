@@ -458,49 +458,84 @@ func testErrors(t *testing.T, s *suite, a Algorithm) {
 }
 
 // testBound: under random traffic the grants respect the algorithm's bound,
-// and a concurrency limiter never has more than its limit held.
+// and a concurrency limiter never has more than its limit held. The 20
+// trials are independent limiters, each on its own clock and its own
+// random sequence, run side by side: each trial's calls are in order, and
+// a backend that batches concurrent calls batches the trials'.
 func testBound(t *testing.T, s *suite, a Algorithm) {
-	rng := rand.New(rand.NewSource(2))
-	for trial := 0; trial < 20; trial++ {
-		limit := int64(1 + rng.Intn(20))
-		clock := ratelimittest.NewClock()
-		l := s.f(t, a.Config(int(limit), ratelimit.Queue{}), clock)
-		var grants []Grant
-		type hold struct {
-			lease   ratelimit.Lease
-			permits int64
-		}
-		var held []hold
-		var inUse, granted int64
-		for i := 0; i < 300; i++ {
-			clock.Advance(s.round(time.Duration(rng.Int63n(int64(100*ms))), true))
-			if !a.Rate && len(held) > 0 && rng.Intn(2) == 0 {
-				k := rng.Intn(len(held))
-				held[k].lease.Release()
-				inUse -= held[k].permits
-				held = append(held[:k], held[k+1:]...)
-			}
-			p := 1 + rng.Int63n(limit)
-			lease := mustAcquire(t, l, int(p))
-			if !lease.Acquired() {
-				continue
-			}
-			granted += p
-			grants = append(grants, Grant{At: clock.Now(), Permits: p})
-			held = append(held, hold{lease, p})
-			if inUse += p; !a.Rate && inUse > limit {
-				t.Fatalf("trial %d: %d permits held, limit %d", trial, inUse, limit)
-			}
-		}
-		if granted == 0 {
-			t.Fatalf("trial %d: nothing granted", trial)
-		}
-		if a.Bound != nil {
-			if err := a.Bound(limit, grants); err != nil {
-				t.Fatalf("trial %d (limit %d): %v", trial, limit, err)
-			}
+	const trials = 20
+	type trial struct {
+		rng   *rand.Rand
+		limit int64
+		clock *ratelimittest.Clock
+		l     ratelimit.Limiter
+		err   error
+	}
+	ts := make([]trial, trials)
+	for i := range ts {
+		tr := &ts[i]
+		tr.rng = rand.New(rand.NewSource(int64(2 + i)))
+		tr.limit = int64(1 + tr.rng.Intn(20))
+		tr.clock = ratelimittest.NewClock()
+		tr.l = s.f(t, a.Config(int(tr.limit), ratelimit.Queue{}), tr.clock)
+	}
+	var wg sync.WaitGroup
+	for i := range ts {
+		wg.Add(1)
+		go func(tr *trial) {
+			defer wg.Done()
+			tr.err = boundTrial(s, a, tr.rng, tr.limit, tr.clock, tr.l)
+		}(&ts[i])
+	}
+	wg.Wait()
+	for i, tr := range ts {
+		if tr.err != nil {
+			t.Errorf("trial %d (limit %d): %v", i, tr.limit, tr.err)
 		}
 	}
+}
+
+// boundTrial is one trial of testBound: 300 requests of random sizes at
+// random instants on l, whose limit is limit; it returns the first breach
+// of the bound, or of the limit held, that it sees.
+func boundTrial(s *suite, a Algorithm, rng *rand.Rand, limit int64, clock *ratelimittest.Clock, l ratelimit.Limiter) error {
+	var grants []Grant
+	type hold struct {
+		lease   ratelimit.Lease
+		permits int64
+	}
+	var held []hold
+	var inUse, granted int64
+	for i := 0; i < 300; i++ {
+		clock.Advance(s.round(time.Duration(rng.Int63n(int64(100*ms))), true))
+		if !a.Rate && len(held) > 0 && rng.Intn(2) == 0 {
+			k := rng.Intn(len(held))
+			held[k].lease.Release()
+			inUse -= held[k].permits
+			held = append(held[:k], held[k+1:]...)
+		}
+		p := 1 + rng.Int63n(limit)
+		lease, err := l.Acquire(context.Background(), int(p))
+		if err != nil {
+			return fmt.Errorf("Acquire(%d): %w", p, err)
+		}
+		if !lease.Acquired() {
+			continue
+		}
+		granted += p
+		grants = append(grants, Grant{At: clock.Now(), Permits: p})
+		held = append(held, hold{lease, p})
+		if inUse += p; !a.Rate && inUse > limit {
+			return fmt.Errorf("%d permits held, limit %d", inUse, limit)
+		}
+	}
+	if granted == 0 {
+		return errors.New("nothing granted")
+	}
+	if a.Bound != nil {
+		return a.Bound(limit, grants)
+	}
+	return nil
 }
 
 // testHammer: goroutines compete for a limiter whose clock stands still; the
