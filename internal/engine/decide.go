@@ -202,7 +202,7 @@ func (l *limiter[S]) Refund(ctx context.Context, lease ratelimit.Lease, permits 
 	}
 	if l.head != nil {
 		if l.conf().has(Reserves) {
-			l.redue(now)
+			l.gaveBack(now)
 		}
 		l.serve(now)
 	}

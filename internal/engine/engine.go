@@ -244,6 +244,7 @@ type extra[S any] struct {
 	queued  int64       // permits queued
 	stop    func() bool // the timer's
 	timerAt int64       // instant the timer is set for; 0 when not set
+	stale   bool        // reservations: tokens came back since the due instants after the head's were moved (see gaveBack)
 	free    *handle[S]  // released handles, for reuse
 	resets  uint64      // Resets of a limiter whose permits are held: a handle of an older one holds nothing
 	// gen counts the changes of the queue and of what it waits for (a

@@ -82,7 +82,7 @@ func (l *limiter[S]) await(ctx context.Context, w *waiter) (ratelimit.Lease, err
 	l.remove(w, now)
 	if l.conf().has(Reserves) && w.permits > 0 {
 		l.state = l.conf().model.Refund(l.state, now, now, w.permits)
-		l.redue(now)
+		l.gaveBack(now)
 	}
 	l.serve(now) // the waiters behind it may fit now
 	l.mu.Unlock()
@@ -155,26 +155,66 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 	l.state = state
 	l.push(w)
 	if l.conf().has(Reserves) && evicted {
-		l.redue(now) // the evicted reservations' tokens came back
+		l.gaveBack(now) // the evicted reservations' tokens came back
 	}
 	l.serve(now)
 	return w, lease, nil
 }
 
-// redue moves the reservations' due instants forward after tokens came
-// back (a cancel or an eviction): each is due when the bucket has repaid
-// all but the permits reserved behind it. A due instant only moves
-// earlier, so the instant a waiter was told still holds. Requires l.mu and
-// a reserver.
+// redue moves every reservation's due instant forward after tokens came
+// back: each is due when the bucket has repaid all but the permits
+// reserved behind it. A due instant only moves earlier, so the instant a
+// waiter was told still holds. Requires l.mu and a reserver.
 func (l *limiter[S]) redue(now int64) {
 	var owed int64 // permits reserved behind w
 	for w := l.x.tail; w != nil; w = w.prev {
-		need := -owed
-		if w.permits == 0 {
-			need++ // a status check waits for one token beyond them
-		}
-		w.due = min(w.due, l.conf().model.When(l.state, now, need))
+		l.moveDue(w, now, owed)
 		owed += w.permits
+	}
+	l.x.stale = false
+}
+
+// moveDue moves w's due instant forward to when the bucket has repaid all
+// but owed, the permits reserved behind w. Requires l.mu and a reserver.
+func (l *limiter[S]) moveDue(w *waiter, now, owed int64) {
+	need := -owed
+	if w.permits == 0 {
+		need++ // a status check waits for one token beyond them
+	}
+	w.due = min(w.due, l.conf().model.When(l.state, now, need))
+}
+
+// gaveBack notes that tokens came back to a reserver with waiters (a
+// cancel, an eviction, a refund, a settlement for less): their due
+// instants may move earlier. Only the head's is read (serve), so each is
+// moved when its waiter reaches the head, in one step; redue moving them
+// all at every cancel made a mass cancel of n waiters take n² steps under
+// the lock (BenchmarkCancelQueued). The instants come out the same, but
+// for a nanosecond of the bucket's rounding at the instant they are
+// worked out (TestLazyDueMatchesEager): later give-backs only move a due
+// instant earlier, waiters joining behind reserve as many tokens as they
+// add to what is owed, and a change that could delay the bucket (a
+// charge, a reconfiguration) flushes first. A reset moves them all.
+// Requires l.mu and a reserver.
+func (l *limiter[S]) gaveBack(now int64) {
+	switch {
+	case l.head == nil:
+	case eagerDue:
+		l.redue(now)
+	default:
+		l.x.stale = true
+	}
+}
+
+// eagerDue makes gaveBack move every due instant at once, as redue alone
+// did: the reference TestLazyDueMatchesEager compares with.
+var eagerDue = false
+
+// flush moves every due instant that gaveBack left behind, before a change
+// that could delay the bucket. Requires l.mu.
+func (l *limiter[S]) flush(now int64) {
+	if l.x != nil && l.x.stale {
+		l.redue(now)
 	}
 }
 
@@ -250,6 +290,9 @@ func (l *limiter[S]) serve(now int64) {
 		}
 		var d backend.Decision
 		if l.conf().has(Reserves) {
+			if l.x.stale {
+				l.moveDue(w, now, l.x.queued-w.permits)
+			}
 			if w.due > now {
 				l.arm(now, w.due)
 				return
@@ -337,6 +380,7 @@ func (l *limiter[S]) remove(w *waiter, now int64) {
 	l.x.gen++
 	if l.head == nil {
 		l.emptied = now
+		l.x.stale = false // no due instant is left behind
 		if l.x.timerAt != 0 { // nobody left to serve: the timer goes
 			l.x.stop()
 			l.x.timerAt = 0

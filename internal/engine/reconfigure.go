@@ -16,6 +16,7 @@ func (l *limiter[S]) sync(now int64) {
 	if c == old {
 		return
 	}
+	l.flush(now) // under old: the new configuration may delay the bucket
 	l.state = carry(old, c, l.state, now)
 	l.c.Store(c)
 	if l.x != nil {

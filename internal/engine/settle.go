@@ -82,6 +82,7 @@ func (l *limiter[S]) Settle(ctx context.Context, lease ratelimit.Lease, actual i
 		}
 		l.state = m.Refund(l.state, now, int64(at), int64(n-actual))
 	case actual > n:
+		l.flush(now) // a charge delays the bucket
 		l.state = m.Charge(l.state, now, min(int64(actual-n), check.MaxLimit))
 	default:
 		return nil
@@ -91,7 +92,7 @@ func (l *limiter[S]) Settle(ctx context.Context, lease ratelimit.Lease, actual i
 	}
 	if l.head != nil && actual < n {
 		if l.conf().has(Reserves) {
-			l.redue(now)
+			l.gaveBack(now)
 		}
 		l.serve(now)
 	}

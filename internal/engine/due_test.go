@@ -1,0 +1,227 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/control"
+	"github.com/limitkit/ratelimit/internal/engine"
+	"github.com/limitkit/ratelimit/memory"
+	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/tokenbucket"
+)
+
+// TestLazyDueMatchesEager: a token bucket's queued reservations are told
+// and served at the same instants whether every due instant moves at each
+// give-back (the reference, engine.EagerDue) or each moves when its waiter
+// reaches the head. Random sequences of Waits, cancels of any waiter,
+// direct Acquires, refunds, settlements for less and for more, clock
+// steps, reconfigurations and resets, in both queue orders, must log the
+// same answers, figures (to the microsecond) and timers.
+func TestLazyDueMatchesEager(t *testing.T) {
+	for seed := int64(1); seed <= 40; seed++ {
+		eager := dueScenario(t, seed, true)
+		lazy := dueScenario(t, seed, false)
+		if i := firstDiff(eager, lazy); i >= 0 {
+			t.Fatalf("seed %d, step %d:\neager: %s\nlazy:  %s", seed, i, at(eager, i), at(lazy, i))
+		}
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range max(len(a), len(b)) {
+		if at(a, i) != at(b, i) {
+			return i
+		}
+	}
+	return -1
+}
+
+func at(log []string, i int) string {
+	if i < len(log) {
+		return log[i]
+	}
+	return "(end)"
+}
+
+// dueScenario plays the sequence of seed and returns its log, a line per
+// step.
+func dueScenario(t *testing.T, seed int64, eager bool) []string {
+	t.Helper()
+	defer func(was bool) { *engine.EagerDue = was }(*engine.EagerDue)
+	*engine.EagerDue = eager
+	rng := rand.New(rand.NewSource(seed))
+	ctx := context.Background()
+	clock := ratelimittest.NewClock()
+	order := ratelimit.OldestFirst
+	if seed%2 == 0 {
+		order = ratelimit.NewestFirst
+	}
+	queue := ratelimit.Queue{Limit: 24, Order: order}
+	config := func() ratelimit.Config {
+		return tokenbucket.Config{Rate: rate.Limit(1 + rng.Intn(8)), Burst: 4 + rng.Intn(5), Queue: queue}
+	}
+	l, err := memory.New(config(), memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	type waiter struct {
+		permits int
+		cancel  context.CancelFunc
+		ch      chan string
+		done    bool
+	}
+	var waiters []*waiter
+	type held struct {
+		lease   ratelimit.Lease
+		permits int
+	}
+	var grants, reservations []held
+	describe := func(lease ratelimit.Lease, err error) string {
+		if err != nil {
+			return "error " + err.Error()
+		}
+		// To the microsecond: a due instant worked out at another instant
+		// may differ by a nanosecond in the float arithmetic of the bucket.
+		ra, ok := lease.RetryAfter()
+		return fmt.Sprintf("%v remaining %d retry %v/%v reset %v", lease.Acquired(), lease.Remaining(),
+			ra.Round(time.Microsecond), ok, lease.ResetAfter().Round(time.Microsecond))
+	}
+	// leftQueue collects the answers of the waiters that left the queue in
+	// this step: once the permits of those still waiting add up to what
+	// the limiter has queued.
+	leftQueue := func() string {
+		var told []string
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			var waiting int64
+			for i, w := range waiters {
+				if w.done {
+					continue
+				}
+				select {
+				case a := <-w.ch:
+					w.done = true
+					told = append(told, fmt.Sprintf("w%d %s", i, a))
+				default:
+					waiting += int64(w.permits)
+				}
+			}
+			s, err := control.Stats(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Queued == waiting {
+				slices.Sort(told)
+				return fmt.Sprintf("%s | queued %d available %d timers %d", strings.Join(told, "; "), s.Queued, s.Available, clock.Pending())
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("seed %d: %d permits queued, %d waiting", seed, s.Queued, waiting)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	var log []string
+	for step := 0; step < 150; step++ {
+		var what string
+		switch op := rng.Intn(20); {
+		case op < 6: // a Wait
+			p := 1 + rng.Intn(4)
+			wctx, cancel := context.WithCancel(ctx)
+			w := &waiter{permits: p, cancel: cancel, ch: make(chan string, 1)}
+			waiters = append(waiters, w)
+			what = fmt.Sprintf("wait w%d %d", len(waiters)-1, p)
+			before, _ := control.Stats(l)
+			go func() {
+				lease, err := l.Wait(wctx, p)
+				if err == nil && lease.Acquired() {
+					lease.Release()
+				}
+				w.ch <- describe(lease, err)
+			}()
+			// Until it has queued, or been answered.
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				s, _ := control.Stats(l)
+				if s.Queued != before.Queued || s.Granted+s.Refused != before.Granted+before.Refused {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("seed %d: Wait(%d) neither queued nor answered", seed, p)
+				}
+				time.Sleep(20 * time.Microsecond)
+			}
+		case op < 9: // cancel a waiter, any
+			if len(waiters) == 0 {
+				continue
+			}
+			k := rng.Intn(len(waiters))
+			w := waiters[k]
+			w.cancel()
+			what = fmt.Sprintf("cancel w%d", k)
+			if !w.done { // its answer, before the queue is looked at
+				select {
+				case a := <-w.ch:
+					w.done = true
+					what += " " + a
+				case <-time.After(5 * time.Second):
+					t.Fatalf("seed %d: cancelled w%d not answered", seed, k)
+				}
+			}
+		case op < 12: // an Acquire, or a reservation to settle later
+			p := 1 + rng.Intn(3)
+			if rng.Intn(3) == 0 {
+				lease, err := l.Acquire(ctx, p)
+				what = "acquire " + describe(lease, err)
+				if lease.Acquired() {
+					grants = append(grants, held{lease, p})
+				}
+			} else {
+				lease, err := control.Reserve(ctx, l, p)
+				what = "reserve " + describe(lease, err)
+				if lease.Acquired() {
+					reservations = append(reservations, held{lease, p})
+				}
+			}
+		case op < 13: // refund a grant
+			if len(grants) == 0 {
+				continue
+			}
+			k := rng.Intn(len(grants))
+			err := control.Refund(ctx, l, grants[k].lease, grants[k].permits)
+			grants = slices.Delete(grants, k, k+1)
+			what = fmt.Sprintf("refund %v", err)
+		case op < 16: // settle a reservation, for less or for more
+			if len(reservations) == 0 {
+				continue
+			}
+			k := rng.Intn(len(reservations))
+			actual := rng.Intn(3 * reservations[k].permits)
+			err := control.Settle(ctx, l, reservations[k].lease, actual)
+			reservations = slices.Delete(reservations, k, k+1)
+			what = fmt.Sprintf("settle %d %v", actual, err)
+		case op < 19:
+			d := time.Duration(rng.Int63n(int64(800 * time.Millisecond)))
+			clock.Advance(d)
+			what = fmt.Sprintf("advance %v", d)
+		case rng.Intn(2) == 0:
+			cfg := config()
+			what = fmt.Sprintf("reconfigure %+v %v", cfg, control.Reconfigure(l, cfg))
+		default:
+			what = fmt.Sprintf("reset %v", control.Reset(ctx, l))
+		}
+		log = append(log, what+" => "+leftQueue())
+	}
+	for _, w := range waiters {
+		w.cancel()
+	}
+	return log
+}
