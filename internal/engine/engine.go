@@ -252,6 +252,7 @@ type extra[S any] struct {
 	// answer for the generation it was computed in.
 	gen    uint64
 	behind behind
+	end    replayEnd[S] // the queue replayed, for replayQueue
 }
 
 // behind is behindQueue's answer for p permits: the instant at which they

@@ -108,14 +108,18 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 			return nil, l.lease(d, now, p), nil
 		}
 	}
-	if l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst {
-		d = l.behindQueue(now, p)
-	}
 	// A status check (p == 0) queues whatever the limit: it holds no
 	// permit, and makes no waiter go (the queue may be over a limit
 	// lowered since).
 	limit := check.QueueLimit(l.conf().queue)
-	if p > 0 && (p > limit || (l.conf().queue.Order == ratelimit.OldestFirst && l.queued()+p > limit)) {
+	full := p > 0 && (p > limit || (l.conf().queue.Order == ratelimit.OldestFirst && l.queued()+p > limit))
+	_, deadlined := ctx.Deadline()
+	// Behind the queue, a refusal's figures are worked out only for a
+	// refusal: for a full queue, or a deadline that may come first.
+	if l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst && (full || deadlined || replayAll) {
+		d = l.behindQueue(now, p)
+	}
+	if full {
 		return nil, l.refuse(d, p, ratelimit.ReasonQueueFull), nil
 	}
 	// NewestFirst: the oldest waiters, up to last, must go to make room.
@@ -248,37 +252,75 @@ func (l *limiter[S]) behindQueue(now, p int64) backend.Decision {
 
 // replayQueue serves the queue, then p permits, on a copy of the state,
 // each as soon as it can be, and returns the instant p is served; -1 when
-// unknown (permits that come back on Release). Requires l.mu.
+// unknown (permits that come back on Release). The queue's part is kept
+// for its generation (x.end), and a waiter that joins extends it (push),
+// so a queue filled by n calls with deadlines is replayed in n steps, not
+// n². Requires l.mu.
 func (l *limiter[S]) replayQueue(now, p int64) int64 {
-	m := l.conf().model
-	st := l.state
-	if l.conf().has(Clones) {
-		st = l.conf().model.Clone(st)
+	x := l.x
+	if replayAll || !x.end.valid || x.end.gen != x.gen {
+		st := l.state
+		if l.conf().has(Clones) {
+			st = l.conf().model.Clone(st)
+		}
+		x.end = replayEnd[S]{gen: x.gen, valid: true, st: st, t: now}
+		for w := l.head; w != nil && x.end.stop == 0; w = w.next {
+			l.replayOne(&x.end, w.permits)
+		}
 	}
-	t := now
-	for w := l.head; ; w = w.next {
-		want := p
-		if w != nil {
-			want = w.permits
+	switch end := x.end; {
+	case end.stop < 0:
+		return -1
+	case end.stop > 0:
+		return end.t
+	default:
+		if l.conf().has(Clones) {
+			end.st = l.conf().model.Clone(end.st)
 		}
-		// Each waiter is granted once RetryAfter has passed: RetryAfter is
-		// exact, so the second try succeeds (the third is a safeguard).
-		granted := false
-		for try := 0; try < 3 && !granted; try++ {
-			var g backend.Decision
-			if st, g = m.Step(st, t, want); g.Granted {
-				granted = true
-			} else if g.RetryAfter < 0 {
-				return -1
-			} else {
-				t += int64(g.RetryAfter)
-			}
+		l.replayOne(&end, p)
+		if end.stop < 0 {
+			return -1
 		}
-		if !granted || w == nil {
-			return t
-		}
+		return end.t
 	}
 }
+
+// replayEnd is the queue of generation gen replayed: the state and instant
+// after its last waiter was served (stop 0), or where the replay stopped:
+// at a waiter whose permits come back on Release (stop -1), or one not
+// granted after three tries (stop 1, at t).
+type replayEnd[S any] struct {
+	gen   uint64
+	valid bool
+	st    S
+	t     int64
+	stop  int
+}
+
+// replayOne serves want permits on e, as soon as they can be. Requires
+// l.mu.
+func (l *limiter[S]) replayOne(e *replayEnd[S], want int64) {
+	m := l.conf().model
+	// Each waiter is granted once RetryAfter has passed: RetryAfter is
+	// exact, so the second try succeeds (the third is a safeguard).
+	for try := 0; try < 3; try++ {
+		var g backend.Decision
+		if e.st, g = m.Step(e.st, e.t, want); g.Granted {
+			return
+		} else if g.RetryAfter < 0 {
+			e.stop = -1
+			return
+		}
+		e.t += int64(g.RetryAfter)
+	}
+	e.stop = 1
+}
+
+// replayAll makes enqueue work out every refusal's figures behind the
+// queue, and replayQueue replay the whole queue each time, as they did
+// before the replay was kept: the reference TestQueueReplayKept compares
+// with.
+var replayAll = false
 
 // serve grants queued waiters, in queue order, while they fit, and sets the
 // timer for the first one that does not. Requires l.mu.
@@ -360,7 +402,15 @@ func (l *limiter[S]) push(w *waiter) {
 	}
 	l.x.tail = w
 	l.x.queued += w.permits
+	end := &l.x.end
+	extend := end.valid && end.gen == l.x.gen
 	l.x.gen++
+	if extend {
+		if end.stop == 0 {
+			l.replayOne(end, w.permits)
+		}
+		end.gen = l.x.gen
+	}
 }
 
 // remove unlinks w from the queue. Requires l.mu.
@@ -381,6 +431,7 @@ func (l *limiter[S]) remove(w *waiter, now int64) {
 	if l.head == nil {
 		l.emptied = now
 		l.x.stale = false // no due instant is left behind
+		l.x.end = replayEnd[S]{}
 		if l.x.timerAt != 0 { // nobody left to serve: the timer goes
 			l.x.stop()
 			l.x.timerAt = 0

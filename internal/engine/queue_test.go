@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"strings"
@@ -12,27 +13,71 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/limitkit/ratelimit"
+	"github.com/limitkit/ratelimit/concurrency"
 	"github.com/limitkit/ratelimit/control"
+	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/internal/engine"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/slidinglog"
+	"github.com/limitkit/ratelimit/slidingwindow"
 	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
 // TestLazyDueMatchesEager: a token bucket's queued reservations are told
 // and served at the same instants whether every due instant moves at each
 // give-back (the reference, engine.EagerDue) or each moves when its waiter
-// reaches the head. Random sequences of Waits, cancels of any waiter,
-// direct Acquires, refunds, settlements for less and for more, clock
-// steps, reconfigurations and resets, in both queue orders, must log the
-// same answers, figures (to the microsecond) and timers.
+// reaches the head. Random sequences of Waits (some with deadlines),
+// cancels of any waiter, direct Acquires, refunds, settlements for less
+// and for more, clock steps, reconfigurations and resets, in both queue
+// orders, must log the same answers, figures (to the microsecond) and
+// timers.
 func TestLazyDueMatchesEager(t *testing.T) {
+	bucket := func(rng *rand.Rand, q ratelimit.Queue) ratelimit.Config {
+		return tokenbucket.Config{Rate: rate.Limit(1 + rng.Intn(8)), Burst: 4 + rng.Intn(5), Queue: q}
+	}
 	for seed := int64(1); seed <= 40; seed++ {
-		eager := dueScenario(t, seed, true)
-		lazy := dueScenario(t, seed, false)
-		if i := firstDiff(eager, lazy); i >= 0 {
-			t.Fatalf("seed %d, step %d:\neager: %s\nlazy:  %s", seed, i, at(eager, i), at(lazy, i))
-		}
+		compare(t, seed, engine.EagerDue, bucket)
+	}
+}
+
+// TestQueueReplayKept: behind a queue of another algorithm, a refusal's
+// figures (a full queue, a deadline that comes first) are the same whether
+// the whole queue is replayed for each (the reference, engine.ReplayAll)
+// or its replay is kept and extended as waiters join. The sequences are
+// TestLazyDueMatchesEager's, on fixed and sliding windows, a sliding log
+// and a concurrency limit, oldest first.
+func TestQueueReplayKept(t *testing.T) {
+	kinds := []func(rng *rand.Rand, q ratelimit.Queue) ratelimit.Config{
+		func(rng *rand.Rand, q ratelimit.Queue) ratelimit.Config {
+			return fixedwindow.Config{Limit: 2 + rng.Intn(5), Window: time.Duration(1+rng.Intn(3)) * time.Second, Queue: q}
+		},
+		func(rng *rand.Rand, q ratelimit.Queue) ratelimit.Config {
+			return slidingwindow.Config{Limit: 2 + rng.Intn(5), Window: time.Duration(1+rng.Intn(3)) * time.Second, Queue: q}
+		},
+		func(rng *rand.Rand, q ratelimit.Queue) ratelimit.Config {
+			return slidingwindow.Config{Limit: 2 + rng.Intn(5), Window: 2 * time.Second, Segments: 4, Queue: q}
+		},
+		func(rng *rand.Rand, q ratelimit.Queue) ratelimit.Config {
+			return slidinglog.Config{Limit: 2 + rng.Intn(5), Window: time.Duration(1+rng.Intn(3)) * time.Second, Queue: q}
+		},
+		func(rng *rand.Rand, q ratelimit.Queue) ratelimit.Config {
+			return concurrency.Config{Limit: 2 + rng.Intn(5), Queue: q}
+		},
+	}
+	for seed := int64(1); seed <= 50; seed++ {
+		compare(t, 2*seed-1, engine.ReplayAll, kinds[seed%int64(len(kinds))]) // odd seeds: oldest first
+	}
+}
+
+// compare plays seed with *hook on (the reference) and off, and fails at
+// the first step whose logs differ.
+func compare(t *testing.T, seed int64, hook *bool, config func(*rand.Rand, ratelimit.Queue) ratelimit.Config) {
+	t.Helper()
+	ref := queueScenario(t, seed, hook, true, config)
+	got := queueScenario(t, seed, hook, false, config)
+	if i := firstDiff(ref, got); i >= 0 {
+		t.Fatalf("seed %d, step %d:\nreference: %s\nnow:       %s", seed, i, at(ref, i), at(got, i))
 	}
 }
 
@@ -52,12 +97,13 @@ func at(log []string, i int) string {
 	return "(end)"
 }
 
-// dueScenario plays the sequence of seed and returns its log, a line per
-// step.
-func dueScenario(t *testing.T, seed int64, eager bool) []string {
+// queueScenario plays the sequence of seed, with *hook set to on, on a
+// limiter of configurations config draws (oldest first for odd seeds,
+// newest first for even ones), and returns its log, a line per step.
+func queueScenario(t *testing.T, seed int64, hook *bool, on bool, newConfig func(*rand.Rand, ratelimit.Queue) ratelimit.Config) []string {
 	t.Helper()
-	defer func(was bool) { *engine.EagerDue = was }(*engine.EagerDue)
-	*engine.EagerDue = eager
+	defer func(was bool) { *hook = was }(*hook)
+	*hook = on
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	clock := ratelimittest.NewClock()
@@ -66,27 +112,38 @@ func dueScenario(t *testing.T, seed int64, eager bool) []string {
 		order = ratelimit.NewestFirst
 	}
 	queue := ratelimit.Queue{Limit: 24, Order: order}
-	config := func() ratelimit.Config {
-		return tokenbucket.Config{Rate: rate.Limit(1 + rng.Intn(8)), Burst: 4 + rng.Intn(5), Queue: queue}
-	}
+	config := func() ratelimit.Config { return newConfig(rng, queue) }
 	l, err := memory.New(config(), memory.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 
-	type waiter struct {
-		permits int
-		cancel  context.CancelFunc
-		ch      chan string
-		done    bool
-	}
-	var waiters []*waiter
 	type held struct {
 		lease   ratelimit.Lease
 		permits int
 	}
 	var grants, reservations []held
+	// A waiter's answer: a grant joins grants, released or refunded by a
+	// later step, never by the waiter's goroutine at a moment of its own.
+	type answer struct {
+		text  string
+		lease ratelimit.Lease
+	}
+	type waiter struct {
+		permits int
+		cancel  context.CancelFunc
+		ch      chan answer
+		done    bool
+	}
+	var waiters []*waiter
+	receive := func(w *waiter, a answer) string {
+		w.done = true
+		if a.lease.Acquired() {
+			grants = append(grants, held{a.lease, w.permits})
+		}
+		return a.text
+	}
 	describe := func(lease ratelimit.Lease, err error) string {
 		if err != nil {
 			return "error " + err.Error()
@@ -94,24 +151,25 @@ func dueScenario(t *testing.T, seed int64, eager bool) []string {
 		// To the microsecond: a due instant worked out at another instant
 		// may differ by a nanosecond in the float arithmetic of the bucket.
 		ra, ok := lease.RetryAfter()
-		return fmt.Sprintf("%v remaining %d retry %v/%v reset %v", lease.Acquired(), lease.Remaining(),
+		return fmt.Sprintf("%v %v remaining %d retry %v/%v reset %v", lease.Acquired(), lease.Reason(), lease.Remaining(),
 			ra.Round(time.Microsecond), ok, lease.ResetAfter().Round(time.Microsecond))
 	}
 	// leftQueue collects the answers of the waiters that left the queue in
 	// this step: once the permits of those still waiting add up to what
 	// the limiter has queued.
+	// The answers are taken in the waiters' order, whatever the order
+	// they arrived in.
 	leftQueue := func() string {
-		var told []string
+		got := map[int]answer{}
 		for deadline := time.Now().Add(5 * time.Second); ; {
 			var waiting int64
 			for i, w := range waiters {
-				if w.done {
+				if _, in := got[i]; w.done || in {
 					continue
 				}
 				select {
 				case a := <-w.ch:
-					w.done = true
-					told = append(told, fmt.Sprintf("w%d %s", i, a))
+					got[i] = a
 				default:
 					waiting += int64(w.permits)
 				}
@@ -121,7 +179,10 @@ func dueScenario(t *testing.T, seed int64, eager bool) []string {
 				t.Fatal(err)
 			}
 			if s.Queued == waiting {
-				slices.Sort(told)
+				var told []string
+				for _, i := range slices.Sorted(maps.Keys(got)) {
+					told = append(told, fmt.Sprintf("w%d %s", i, receive(waiters[i], got[i])))
+				}
 				return fmt.Sprintf("%s | queued %d available %d timers %d", strings.Join(told, "; "), s.Queued, s.Available, clock.Pending())
 			}
 			if time.Now().After(deadline) {
@@ -137,21 +198,23 @@ func dueScenario(t *testing.T, seed int64, eager bool) []string {
 		case op < 6: // a Wait
 			p := 1 + rng.Intn(4)
 			wctx, cancel := context.WithCancel(ctx)
-			w := &waiter{permits: p, cancel: cancel, ch: make(chan string, 1)}
+			what = fmt.Sprintf("wait w%d %d", len(waiters), p)
+			if rng.Intn(3) == 0 { // a deadline on the limiter's clock
+				d := time.Duration(rng.Int63n(int64(4 * time.Second)))
+				wctx, cancel = context.WithDeadline(ctx, clock.Now().Add(d))
+				what += fmt.Sprintf(" within %v", d)
+			}
+			w := &waiter{permits: p, cancel: cancel, ch: make(chan answer, 1)}
 			waiters = append(waiters, w)
-			what = fmt.Sprintf("wait w%d %d", len(waiters)-1, p)
 			before, _ := control.Stats(l)
 			go func() {
 				lease, err := l.Wait(wctx, p)
-				if err == nil && lease.Acquired() {
-					lease.Release()
-				}
-				w.ch <- describe(lease, err)
+				w.ch <- answer{describe(lease, err), lease}
 			}()
 			// Until it has queued, or been answered.
 			for deadline := time.Now().Add(5 * time.Second); ; {
 				s, _ := control.Stats(l)
-				if s.Queued != before.Queued || s.Granted+s.Refused != before.Granted+before.Refused {
+				if s.Queued != before.Queued || s.Granted+s.Refused != before.Granted+before.Refused || len(w.ch) > 0 {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -170,8 +233,7 @@ func dueScenario(t *testing.T, seed int64, eager bool) []string {
 			if !w.done { // its answer, before the queue is looked at
 				select {
 				case a := <-w.ch:
-					w.done = true
-					what += " " + a
+					what += " " + receive(w, a)
 				case <-time.After(5 * time.Second):
 					t.Fatalf("seed %d: cancelled w%d not answered", seed, k)
 				}
@@ -191,7 +253,7 @@ func dueScenario(t *testing.T, seed int64, eager bool) []string {
 					reservations = append(reservations, held{lease, p})
 				}
 			}
-		case op < 13: // refund a grant
+		case op < 13: // refund a grant (release one of a concurrency limit)
 			if len(grants) == 0 {
 				continue
 			}
