@@ -368,6 +368,43 @@ func TestReconfigureFactoryCapacity(t *testing.T) {
 
 // A waiter queued for more than the new capacity is never served and
 // blocks every later request.
+// A Factory's Reconfigure reaches a sibling's queue at the sibling's next
+// call, whatever it is (Stats here): a waiter over the new capacity is
+// refused, and the reservation behind it is served when its own tokens
+// have come, not when the refused one's would have.
+func TestFactoryReconfigureServesSiblingsQueue(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	cfg := tokenbucket.Config{Rate: 1, Burst: 8, Queue: ratelimit.Queue{Limit: 10}}
+	f, err := memory.NewFactory(cfg, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := f.New()
+	defer l.Close()
+	mustAcquire(t, l, 8)
+	big := goWait(t, l, bg, 5, 5)
+	small := goWait(t, l, bg, 1, 6)
+	cfg.Burst = 4
+	if err := f.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if s := l.Stats(); s.Queued != 1 {
+		t.Fatalf("after the sibling's Stats: %d permits queued, want 1 (the waiter of 5 refused)", s.Queued)
+	}
+	if a := <-big; a.err != nil || a.lease.Reason() != ratelimit.ReasonLimit {
+		t.Fatalf("waiter of 5 over a burst of 4: %v, %v; want refused (ReasonLimit)", a.lease, a.err)
+	}
+	clock.Advance(time.Second)
+	select {
+	case a := <-small:
+		if !a.lease.Acquired() {
+			t.Fatalf("waiter of 1: %v, %v; want granted", a.lease, a.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("waiter of 1 not served 1s after the waiter of 5 ahead was refused (%d timers pending)", clock.Pending())
+	}
+}
+
 func TestReconfigureRefusesOversizedWaiter(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	l := newLimiter(t, fixedwindow.Config{Limit: 10, Window: time.Second}, clock)

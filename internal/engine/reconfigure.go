@@ -41,6 +41,12 @@ func (l *limiter[S]) sync(now int64) {
 	if dropped {
 		l.redue(now)
 	}
+	// Examined again at once, whichever call carried them over (a
+	// Factory sibling's Stats too): the timer may be set for a waiter
+	// just refused, or too late for the reservations behind it.
+	if l.head != nil {
+		l.serve(now)
+	}
 }
 
 // carry is state s, under configuration old, carried over to c at now.
