@@ -279,3 +279,38 @@ func TestStatusCheckQueuesOverALoweredLimit(t *testing.T) {
 		l.Close()
 	}
 }
+
+// A waiter whose due instant came earlier when tokens came back (a waiter
+// ahead of it cancelled) keeps that instant when a settlement then charges
+// the bucket: the instant it was told, or an earlier one, always holds.
+func TestCancelThenChargeKeepsTheEarlierTurn(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, tokenbucket.Config{Rate: 1, Burst: 4, Queue: ratelimit.Queue{Limit: 10}}, clock)
+	r, err := control.Reserve(bg, l, 1)
+	if err != nil || !r.Acquired() {
+		t.Fatalf("Reserve(1): %v, %v", r, err)
+	}
+	mustAcquire(t, l, 3)        // the bucket is empty
+	a := goWait(t, l, bg, 1, 1) // due at 1s
+	ctx, cancel := context.WithCancel(bg)
+	goWait(t, l, ctx, 2, 3)     // due at 3s
+	c := goWait(t, l, bg, 1, 4) // due at 4s
+	cancel()                    // c's turn comes at 2s now
+	for l.Stats().Queued != 2 {
+		time.Sleep(50 * time.Microsecond)
+	}
+	if err := control.Settle(bg, l, r, 3); err != nil { // 2 permits more: the bucket owes 2 more
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	granted(t, a, "the first waiter at 1s")
+	clock.Advance(time.Second)
+	select {
+	case got := <-c:
+		if !got.lease.Acquired() {
+			t.Fatalf("the last waiter at 2s: %v, %v", got.lease, got.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the last waiter not served at 2s, the turn it had before the charge")
+	}
+}

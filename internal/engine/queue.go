@@ -193,12 +193,15 @@ func (l *limiter[S]) moveDue(w *waiter, now, owed int64) {
 // instants may move earlier. Only the head's is read (serve), so each is
 // moved when its waiter reaches the head, in one step; redue moving them
 // all at every cancel made a mass cancel of n waiters take n² steps under
-// the lock (BenchmarkCancelQueued). The instants come out the same, but
-// for a nanosecond of the bucket's rounding at the instant they are
-// worked out (TestLazyDueMatchesEager): later give-backs only move a due
-// instant earlier, waiters joining behind reserve as many tokens as they
-// add to what is owed, and a change that could delay the bucket (a
-// charge, a reconfiguration) flushes first. A reset moves them all.
+// the lock (BenchmarkCancelQueued). The instants come out the same
+// (TestLazyDueMatchesEager), but for the rounding of the bucket's float
+// arithmetic at the instant they are worked out: under a nanosecond for
+// instants less than months ahead. Later give-backs only move a due
+// instant earlier; waiters joining behind reserve as many tokens as they
+// add to what is owed; a change that could delay the bucket (a charge, a
+// reconfiguration) flushes first; a reset moves them all. A grant that
+// takes tokens past the queue (newest first) fits only once every
+// reservation is due, and serve, which runs first, has served them.
 // Requires l.mu and a reserver.
 func (l *limiter[S]) gaveBack(now int64) {
 	switch {

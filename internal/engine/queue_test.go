@@ -27,17 +27,21 @@ import (
 // TestLazyDueMatchesEager: a token bucket's queued reservations are told
 // and served at the same instants whether every due instant moves at each
 // give-back (the reference, engine.EagerDue) or each moves when its waiter
-// reaches the head. Random sequences of Waits (some with deadlines),
-// cancels of any waiter, direct Acquires, refunds, settlements for less
-// and for more, clock steps, reconfigurations and resets, in both queue
-// orders, must log the same answers, figures (to the microsecond) and
+// reaches the head. Random sequences of Waits of 1 to 4 permits (some
+// with deadlines, some over a burst shrunk by a reconfiguration), cancels
+// of any waiter, direct Acquires, refunds, settlements for less and for
+// more, clock steps, reconfigurations and resets, in both queue orders,
+// must log the same answers, figures (to the microsecond) and counts of
 // timers.
 func TestLazyDueMatchesEager(t *testing.T) {
-	bucket := func(rng *rand.Rand, q ratelimit.Queue) ratelimit.Config {
-		return tokenbucket.Config{Rate: rate.Limit(1 + rng.Intn(8)), Burst: 4 + rng.Intn(5), Queue: q}
-	}
-	for seed := int64(1); seed <= 40; seed++ {
-		compare(t, seed, engine.EagerDue, bucket)
+	for seed := int64(1); seed <= 60; seed++ {
+		least := 4 // bursts of 4 to 8: more reservations settled with waiters queued
+		if seed%4 >= 2 {
+			least = 1 // bursts of 1 to 8: waiters over a shrunk burst too
+		}
+		compare(t, seed, engine.EagerDue, func(rng *rand.Rand, q ratelimit.Queue) ratelimit.Config {
+			return tokenbucket.Config{Rate: rate.Limit(1 + rng.Intn(8)), Burst: least + rng.Intn(9-least), Queue: q}
+		})
 	}
 }
 
