@@ -305,12 +305,5 @@ func TestCancelThenChargeKeepsTheEarlierTurn(t *testing.T) {
 	clock.Advance(time.Second)
 	granted(t, a, "the first waiter at 1s")
 	clock.Advance(time.Second)
-	select {
-	case got := <-c:
-		if !got.lease.Acquired() {
-			t.Fatalf("the last waiter at 2s: %v, %v", got.lease, got.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the last waiter not served at 2s, the turn it had before the charge")
-	}
+	granted(t, c, "the last waiter at 2s, the turn it had before the charge")
 }

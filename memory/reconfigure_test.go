@@ -395,14 +395,7 @@ func TestFactoryReconfigureServesSiblingsQueue(t *testing.T) {
 		t.Fatalf("waiter of 5 over a burst of 4: %v, %v; want refused (ReasonLimit)", a.lease, a.err)
 	}
 	clock.Advance(time.Second)
-	select {
-	case a := <-small:
-		if !a.lease.Acquired() {
-			t.Fatalf("waiter of 1: %v, %v; want granted", a.lease, a.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("waiter of 1 not served 1s after the waiter of 5 ahead was refused (%d timers pending)", clock.Pending())
-	}
+	granted(t, small, "the waiter of 1, 1s after the waiter of 5 ahead was refused")
 }
 
 func TestReconfigureRefusesOversizedWaiter(t *testing.T) {
