@@ -307,3 +307,33 @@ func TestCancelThenChargeKeepsTheEarlierTurn(t *testing.T) {
 	clock.Advance(time.Second)
 	granted(t, c, "the last waiter at 2s, the turn it had before the charge")
 }
+
+// A reservation whose tokens would come too far ahead is refused at once,
+// with the instant they would come (not zero), however many wait before it.
+func TestFarReservationRefusalTellsWhen(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, tokenbucket.Config{Rate: 1e-9, Burst: 1, Queue: ratelimit.Queue{Limit: 16}}, clock)
+	mustAcquire(t, l, 1)
+	for i := 1; i <= 16; i++ {
+		ch := make(chan answer, 1)
+		go func() {
+			lease, err := l.Wait(bg, 1)
+			ch <- answer{lease, err}
+		}()
+		for deadline := time.Now().Add(5 * time.Second); l.Stats().Queued != int64(i) && len(ch) == 0; {
+			if time.Now().After(deadline) {
+				t.Fatalf("Wait %d neither queued nor answered", i)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		if len(ch) == 0 {
+			continue
+		}
+		a := <-ch
+		if d, ok := a.lease.RetryAfter(); a.err != nil || a.lease.Acquired() || !ok || d < time.Hour {
+			t.Fatalf("Wait %d refused: %v, %v, RetryAfter %v/%v; want refused, when its tokens come", i, a.lease, a.err, d, ok)
+		}
+		return
+	}
+	t.Fatal("16 reservations of a token a billion seconds apart all queued")
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/limitkit/ratelimit"
 	"github.com/limitkit/ratelimit/concurrency"
+	"github.com/limitkit/ratelimit/control"
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
@@ -366,8 +367,6 @@ func TestReconfigureFactoryCapacity(t *testing.T) {
 	}
 }
 
-// A waiter queued for more than the new capacity is never served and
-// blocks every later request.
 // A Factory's Reconfigure reaches a sibling's queue at the sibling's next
 // call, whatever it is (Stats here): a waiter over the new capacity is
 // refused, and the reservation behind it is served when its own tokens
@@ -398,6 +397,8 @@ func TestFactoryReconfigureServesSiblingsQueue(t *testing.T) {
 	granted(t, small, "the waiter of 1, 1s after the waiter of 5 ahead was refused")
 }
 
+// A waiter queued for more than the new capacity is never served and
+// blocks every later request.
 func TestReconfigureRefusesOversizedWaiter(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	l := newLimiter(t, fixedwindow.Config{Limit: 10, Window: time.Second}, clock)
@@ -497,4 +498,89 @@ func TestReconfigureRaceStress(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// A Factory's Reconfigure carried over by a sibling's calls examines its
+// queue once the call has done its own part, never in the middle of it:
+// a release gives back its own lease's permits before a waiter takes its
+// handle, a cancelled Wait is not granted after its cancel, and a Reset
+// serves the queue from the fresh state only.
+func TestFactoryReconfigureInsideSiblingsCalls(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	t.Run("release", func(t *testing.T) {
+		cfg := concurrency.Config{Limit: 4, Queue: ratelimit.Queue{Limit: 10}}
+		f, err := memory.NewFactory(cfg, memory.WithClock(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := f.New()
+		defer l.Close()
+		a := mustAcquire(t, l, 1)
+		mustAcquire(t, l, 1)
+		goWait(t, l, bg, 4, 4)
+		w2 := goWait(t, l, bg, 2, 6)
+		cfg.Queue.Order = ratelimit.NewestFirst
+		if err := f.Reconfigure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		a.Release() // 1 back: 3 free, and the newest waiter takes 2
+		granted(t, w2, "the newest waiter, of 2")
+		if got := available(t, l); got != 1 {
+			t.Fatalf("after the release and the grant of 2: %d available, want 1 (4 - 1 held - 2)", got)
+		}
+		if g := mustAcquire(t, l, 2); g.Acquired() {
+			t.Fatalf("Acquire(2) with 1 free: %v", g)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		cfg := fixedwindow.Config{Limit: 2, Window: time.Hour, Queue: ratelimit.Queue{Limit: 10}}
+		f, err := memory.NewFactory(cfg, memory.WithClock(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := f.New()
+		defer l.Close()
+		mustAcquire(t, l, 2)
+		ctx, cancel := context.WithCancel(bg)
+		w := goWait(t, l, ctx, 1, 1)
+		cfg.Limit = 4
+		if err := f.Reconfigure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if a := <-w; !errors.Is(a.err, context.Canceled) || a.lease.Acquired() {
+			t.Fatalf("the cancelled Wait: %v, %v; want context.Canceled", a.lease, a.err)
+		}
+		if got := available(t, l); got != 2 {
+			t.Fatalf("%d available after the cancel, want 2 of the new 4", got)
+		}
+	})
+	t.Run("reset", func(t *testing.T) {
+		cfg := fixedwindow.Config{Limit: 2, Window: time.Hour, Queue: ratelimit.Queue{Limit: 10}}
+		f, err := memory.NewFactory(cfg, memory.WithClock(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := f.New()
+		defer l.Close()
+		mustAcquire(t, l, 2)
+		w1 := goWait(t, l, bg, 2, 2)
+		w2 := goWait(t, l, bg, 2, 4)
+		cfg.Limit = 4
+		if err := f.Reconfigure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := control.Reset(bg, l); err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range []chan answer{w1, w2} {
+			a := <-w
+			if want := int64(2 - 2*i); !a.lease.Acquired() || a.lease.Remaining() != want {
+				t.Fatalf("waiter %d after the Reset: %v, %v; want granted from the empty window, %d remaining", i+1, a.lease, a.err, want)
+			}
+		}
+		if g := mustAcquire(t, l, 1); g.Acquired() {
+			t.Fatalf("Acquire(1) after 4 of 4 were granted: %v", g)
+		}
+	})
 }

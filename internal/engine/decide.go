@@ -186,7 +186,7 @@ func (l *limiter[S]) Refund(ctx context.Context, lease ratelimit.Lease, permits 
 		return ratelimit.ErrClosed
 	}
 	now := l.now()
-	l.sync(now)
+	l.syncServe(now)
 	// A grant made under a configuration since replaced is not recognised:
 	// it is not given back (stricter, never looser).
 	at, ok := (&l.conf().infos[0]).Token(lease)
@@ -216,7 +216,7 @@ func (l *limiter[S]) Stats() ratelimit.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	l.sync(now)
+	l.syncServe(now)
 	return ratelimit.Stats{
 		Available: max(0, l.conf().model.Available(l.state, now)),
 		Queued:    l.queued(),

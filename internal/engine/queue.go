@@ -76,6 +76,9 @@ func (l *limiter[S]) await(ctx context.Context, w *waiter) (ratelimit.Lease, err
 	now := l.now()
 	l.sync(now)
 	if !w.queued { // refused by the new configuration
+		if l.head != nil {
+			l.serve(now) // the others, under it
+		}
 		l.mu.Unlock()
 		return <-w.ch, nil
 	}
@@ -114,9 +117,10 @@ func (l *limiter[S]) enqueue(ctx context.Context, p int64) (w *waiter, lease rat
 	limit := check.QueueLimit(l.conf().queue)
 	full := p > 0 && (p > limit || (l.conf().queue.Order == ratelimit.OldestFirst && l.queued()+p > limit))
 	_, deadlined := ctx.Deadline()
-	// Behind the queue, a refusal's figures are worked out only for a
-	// refusal: for a full queue, or a deadline that may come first.
-	if l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst && (full || deadlined || replayAll) {
+	// Behind the queue, a refusal's figures are worked out only where they
+	// may be told: a full queue, a deadline that may come first, or a
+	// reservation that may be refused (a token bucket's, in one step).
+	if l.head != nil && l.conf().queue.Order == ratelimit.OldestFirst && (full || deadlined || l.conf().has(Reserves) || replayAll) {
 		d = l.behindQueue(now, p)
 	}
 	if full {
@@ -257,8 +261,10 @@ func (l *limiter[S]) behindQueue(now, p int64) backend.Decision {
 // each as soon as it can be, and returns the instant p is served; -1 when
 // unknown (permits that come back on Release). The queue's part is kept
 // for its generation (x.end), and a waiter that joins extends it (push),
-// so a queue filled by n calls with deadlines is replayed in n steps, not
-// n². Requires l.mu.
+// so n calls with deadlines joining one after another are replayed in n
+// steps, not n². Any other change of the queue (a waiter served,
+// cancelled, refused) replays it whole at the next call that needs it.
+// Requires l.mu.
 func (l *limiter[S]) replayQueue(now, p int64) int64 {
 	x := l.x
 	if replayAll || !x.end.valid || x.end.gen != x.gen {

@@ -9,12 +9,14 @@ import (
 )
 
 // sync carries the state over to the current configuration, when
-// Reconfigure replaced the one it is under. Requires l.mu.
-func (l *limiter[S]) sync(now int64) {
+// Reconfigure replaced the one it is under, and reports whether it did;
+// a waiter over the new capacity is refused. It does not serve the queue:
+// a caller that does not serve it next calls syncServe. Requires l.mu.
+func (l *limiter[S]) sync(now int64) bool {
 	old := l.conf()
 	c := old.cur.Load()
 	if c == old {
-		return
+		return false
 	}
 	l.flush(now) // under old: the new configuration may delay the bucket
 	l.state = carry(old, c, l.state, now)
@@ -41,10 +43,16 @@ func (l *limiter[S]) sync(now int64) {
 	if dropped {
 		l.redue(now)
 	}
-	// Examined again at once, whichever call carried them over (a
-	// Factory sibling's Stats too): the timer may be set for a waiter
-	// just refused, or too late for the reservations behind it.
-	if l.head != nil {
+	return true
+}
+
+// syncServe is sync, and then, when it carried the state over, the queue
+// examined again at once, whichever call carried it (a Factory sibling's
+// Stats, say): the timer may be set for a waiter just refused, or too late
+// for the reservations behind it. For the calls that do not serve the
+// queue themselves. Requires l.mu.
+func (l *limiter[S]) syncServe(now int64) {
+	if l.sync(now) && l.head != nil {
 		l.serve(now)
 	}
 }

@@ -70,7 +70,7 @@ func (l *limiter[S]) Settle(ctx context.Context, lease ratelimit.Lease, actual i
 		return err
 	}
 	now := l.now()
-	l.sync(now)
+	l.syncServe(now)
 	m := l.conf().model
 	switch {
 	case int64(actual) < int64(n):
