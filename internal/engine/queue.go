@@ -219,7 +219,7 @@ func (l *limiter[S]) gaveBack(now int64) {
 
 // eagerDue makes gaveBack move every due instant at once, as redue alone
 // did: the reference TestLazyDueMatchesEager compares with.
-var eagerDue = false
+var eagerDue bool
 
 // flush moves every due instant that gaveBack left behind, before a change
 // that could delay the bucket. Requires l.mu.
@@ -329,7 +329,7 @@ func (l *limiter[S]) replayOne(e *replayEnd[S], want int64) {
 // queue, and replayQueue replay the whole queue each time, as they did
 // before the replay was kept: the reference TestQueueReplayKept compares
 // with.
-var replayAll = false
+var replayAll bool
 
 // serve grants queued waiters, in queue order, while they fit, and sets the
 // timer for the first one that does not. Requires l.mu.
