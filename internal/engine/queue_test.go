@@ -153,16 +153,15 @@ func queueScenario(t *testing.T, seed int64, hook *bool, on bool, newConfig func
 			return "error " + err.Error()
 		}
 		// To the microsecond: a due instant worked out at another instant
-		// may differ by a nanosecond in the float arithmetic of the bucket.
+		// may differ by the rounding of the bucket's float arithmetic.
 		ra, ok := lease.RetryAfter()
 		return fmt.Sprintf("%v %v remaining %d retry %v/%v reset %v", lease.Acquired(), lease.Reason(), lease.Remaining(),
 			ra.Round(time.Microsecond), ok, lease.ResetAfter().Round(time.Microsecond))
 	}
 	// leftQueue collects the answers of the waiters that left the queue in
 	// this step: once the permits of those still waiting add up to what
-	// the limiter has queued.
-	// The answers are taken in the waiters' order, whatever the order
-	// they arrived in.
+	// the limiter has queued. The answers are taken in the waiters' order,
+	// whatever the order they arrived in.
 	leftQueue := func() string {
 		got := map[int]answer{}
 		for deadline := time.Now().Add(5 * time.Second); ; {
@@ -201,12 +200,15 @@ func queueScenario(t *testing.T, seed int64, hook *bool, on bool, newConfig func
 		switch op := rng.Intn(20); {
 		case op < 6: // a Wait
 			p := 1 + rng.Intn(4)
-			wctx, cancel := context.WithCancel(ctx)
 			what = fmt.Sprintf("wait w%d %d", len(waiters), p)
+			var wctx context.Context
+			var cancel context.CancelFunc
 			if rng.Intn(3) == 0 { // a deadline on the limiter's clock
 				d := time.Duration(rng.Int63n(int64(4 * time.Second)))
 				wctx, cancel = context.WithDeadline(ctx, clock.Now().Add(d))
 				what += fmt.Sprintf(" within %v", d)
+			} else {
+				wctx, cancel = context.WithCancel(ctx)
 			}
 			w := &waiter{permits: p, cancel: cancel, ch: make(chan answer, 1)}
 			waiters = append(waiters, w)
