@@ -26,6 +26,19 @@ func available(t *testing.T, l memory.Limiter) int64 {
 	return l.Stats().Available
 }
 
+// sibling makes a Factory of cfg on clock and one of its limiters, closed
+// when the test ends.
+func sibling(t *testing.T, cfg ratelimit.Config, clock *ratelimittest.Clock) (*memory.Factory, memory.Limiter) {
+	t.Helper()
+	f, err := memory.NewFactory(cfg, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := f.New()
+	t.Cleanup(func() { l.Close() })
+	return f, l
+}
+
 func reconfigure(t *testing.T, r interface{ Reconfigure(ratelimit.Config) error }, cfg ratelimit.Config) {
 	t.Helper()
 	if err := r.Reconfigure(cfg); err != nil {
@@ -374,19 +387,12 @@ func TestReconfigureFactoryCapacity(t *testing.T) {
 func TestFactoryReconfigureServesSiblingsQueue(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	cfg := tokenbucket.Config{Rate: 1, Burst: 8, Queue: ratelimit.Queue{Limit: 10}}
-	f, err := memory.NewFactory(cfg, memory.WithClock(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := f.New()
-	defer l.Close()
+	f, l := sibling(t, cfg, clock)
 	mustAcquire(t, l, 8)
 	big := goWait(t, l, bg, 5, 5)
 	small := goWait(t, l, bg, 1, 6)
 	cfg.Burst = 4
-	if err := f.Reconfigure(cfg); err != nil {
-		t.Fatal(err)
-	}
+	reconfigure(t, f, cfg)
 	if s := l.Stats(); s.Queued != 1 {
 		t.Fatalf("after the sibling's Stats: %d permits queued, want 1 (the waiter of 5 refused)", s.Queued)
 	}
@@ -509,20 +515,13 @@ func TestFactoryReconfigureInsideSiblingsCalls(t *testing.T) {
 	clock := ratelimittest.NewClock()
 	t.Run("release", func(t *testing.T) {
 		cfg := concurrency.Config{Limit: 4, Queue: ratelimit.Queue{Limit: 10}}
-		f, err := memory.NewFactory(cfg, memory.WithClock(clock))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := f.New()
-		defer l.Close()
+		f, l := sibling(t, cfg, clock)
 		a := mustAcquire(t, l, 1)
 		mustAcquire(t, l, 1)
 		goWait(t, l, bg, 4, 4)
 		w2 := goWait(t, l, bg, 2, 6)
 		cfg.Queue.Order = ratelimit.NewestFirst
-		if err := f.Reconfigure(cfg); err != nil {
-			t.Fatal(err)
-		}
+		reconfigure(t, f, cfg)
 		a.Release() // 1 back: 3 free, and the newest waiter takes 2
 		granted(t, w2, "the newest waiter, of 2")
 		if got := available(t, l); got != 1 {
@@ -534,19 +533,12 @@ func TestFactoryReconfigureInsideSiblingsCalls(t *testing.T) {
 	})
 	t.Run("cancel", func(t *testing.T) {
 		cfg := fixedwindow.Config{Limit: 2, Window: time.Hour, Queue: ratelimit.Queue{Limit: 10}}
-		f, err := memory.NewFactory(cfg, memory.WithClock(clock))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := f.New()
-		defer l.Close()
+		f, l := sibling(t, cfg, clock)
 		mustAcquire(t, l, 2)
 		ctx, cancel := context.WithCancel(bg)
 		w := goWait(t, l, ctx, 1, 1)
 		cfg.Limit = 4
-		if err := f.Reconfigure(cfg); err != nil {
-			t.Fatal(err)
-		}
+		reconfigure(t, f, cfg)
 		cancel()
 		if a := <-w; !errors.Is(a.err, context.Canceled) || a.lease.Acquired() {
 			t.Fatalf("the cancelled Wait: %v, %v; want context.Canceled", a.lease, a.err)
@@ -557,19 +549,12 @@ func TestFactoryReconfigureInsideSiblingsCalls(t *testing.T) {
 	})
 	t.Run("reset", func(t *testing.T) {
 		cfg := fixedwindow.Config{Limit: 2, Window: time.Hour, Queue: ratelimit.Queue{Limit: 10}}
-		f, err := memory.NewFactory(cfg, memory.WithClock(clock))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := f.New()
-		defer l.Close()
+		f, l := sibling(t, cfg, clock)
 		mustAcquire(t, l, 2)
 		w1 := goWait(t, l, bg, 2, 2)
 		w2 := goWait(t, l, bg, 2, 4)
 		cfg.Limit = 4
-		if err := f.Reconfigure(cfg); err != nil {
-			t.Fatal(err)
-		}
+		reconfigure(t, f, cfg)
 		if err := control.Reset(bg, l); err != nil {
 			t.Fatal(err)
 		}
