@@ -148,7 +148,9 @@ func New(cfg Config) (*Limiter, error) {
 	for i := range l.shards {
 		l.shards[i].slots = make([]uint64, minSlots)
 	}
+	l.mu.Lock() // the sweeper re-arms itself under l.mu, maybe before this returns
 	l.stop = l.afterFunc(l.sweepEvery(), l.sweep)
+	l.mu.Unlock()
 	return l, nil
 }
 

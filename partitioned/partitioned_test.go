@@ -840,3 +840,23 @@ func TestCallInFlightKeepsPartition(t *testing.T) {
 		})
 	}
 }
+
+// The sweeper, on the real clock, re-arms itself while New is returning:
+// New's start of it and the sweeper's own writes are ordered (the race
+// detector checks it), and Close stops whichever timer is armed.
+func TestSweeperStartsWithoutRace(t *testing.T) {
+	f, err := memory.NewFactory(fixedwindow.Config{Limit: 1, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		p, err := partitioned.New(partitioned.Config{New: f.ForKey, IdleTimeout: 4 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // a sweep every millisecond
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
