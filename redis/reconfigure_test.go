@@ -723,3 +723,40 @@ func TestRefundOfAStateLaidOutByAnotherWindow(t *testing.T) {
 		})
 	}
 }
+
+// A concurrency grant reports the limit in force: after a Reconfigure
+// from 4 to 10, Limit 10 and Remaining 9 with one lease held, as in
+// memory. A lease granted before it still releases its permit, and one
+// refunded gives it back once.
+func TestReconfigureConcurrencyGrantsReportNewLimit(t *testing.T) {
+	_, c := miniClient(t)
+	l, err := redis.New(c, "conc-limit", concurrency.Config{Limit: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	old, err := l.Acquire(bg, 1)
+	if err != nil || !old.Acquired() || old.Limit() != 4 {
+		t.Fatalf("Acquire under Limit 4: %v, %v, Limit %d", old, err, old.Limit())
+	}
+	if err := l.Reconfigure(concurrency.Config{Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	now, err := l.Acquire(bg, 1)
+	if err != nil || !now.Acquired() || now.Limit() != 10 || now.Remaining() != 8 {
+		t.Fatalf("Acquire under Limit 10, one lease held: %v, Limit %d, Remaining %d; want Limit 10, Remaining 8", err, now.Limit(), now.Remaining())
+	}
+	if err := l.Refund(bg, old, 1); err != nil {
+		t.Fatalf("Refund of the lease granted under Limit 4: %v", err)
+	}
+	old.Release() // released already: nothing more
+	now.Release()
+	for i := range 10 {
+		if g, err := l.Acquire(bg, 1); err != nil || !g.Acquired() || g.Remaining() != int64(9-i) {
+			t.Fatalf("grant %d of 10 after both leases came back: %v, %v, Remaining %d", i+1, g.Acquired(), err, g.Remaining())
+		}
+	}
+	if g, _ := l.Acquire(bg, 1); g.Acquired() {
+		t.Fatal("an eleventh permit granted under Limit 10")
+	}
+}

@@ -107,9 +107,11 @@ func (s *shape) params() *params { return s.p.Load() }
 // concurrency leases, made on first need (see Limiter.ext): a limiter that
 // only acquires stays small.
 type ext struct {
-	closed   chan struct{}     // closed by Close: wakes sleeping waiters
-	held     ratelimit.Outcome // concurrency grants; the token is the holder's number
-	holders  sync.Map          // holder number -> *holder, for renewal and release
+	closed chan struct{} // closed by Close: wakes sleeping waiters
+	// held is the Outcome of concurrency grants under the capacity in
+	// force (heldOutcome); their token is the holder's number.
+	held     atomic.Pointer[ratelimit.Outcome]
+	holders  sync.Map // holder number -> *holder, for renewal and release
 	nHolders atomic.Int64
 	seq      atomic.Uint64
 	id       string // this limiter's part of its holders' names
@@ -132,7 +134,6 @@ func (l *Limiter) ext() *ext {
 		return x
 	}
 	x := &ext{closed: make(chan struct{}), id: strconv.FormatUint(rand.Uint64(), 36)}
-	x.held = ratelimit.Outcome{Limit: l.params().capacity, Releaser: (*releaser)(l)}
 	if l.closed.Load() {
 		close(x.closed)
 	}
@@ -346,9 +347,32 @@ func (l *Limiter) lease(r reply, p int64, n uint64, reason ratelimit.Reason) rat
 		if !l.hold(n, p) {
 			return (&l.params().infos).Lease(backend.Decision{RetryAfter: -1}, ratelimit.ReasonClosed, 0)
 		}
-		return backend.Grant(&l.ext().held, d, n)
+		return backend.Grant(l.heldOutcome(), d, n)
 	}
 	return backend.Grant(&l.params().infos[0], d, uint64(max(r.at, 0)))
+}
+
+// heldOutcome is the Outcome of the concurrency grants made under the
+// capacity in force. An Outcome does not change once it made a lease, so
+// a new capacity gets a new one; the leases of every one release to l
+// (owns tells them).
+func (l *Limiter) heldOutcome() *ratelimit.Outcome {
+	x, capacity := l.ext(), l.params().capacity
+	if o := x.held.Load(); o != nil && o.Limit == capacity {
+		return o
+	}
+	o := &ratelimit.Outcome{Limit: capacity, Releaser: (*releaser)(l)}
+	x.held.Store(o)
+	return o
+}
+
+// owns reports whether lease is a concurrency grant of l, and its token.
+func (l *Limiter) owns(lease ratelimit.Lease) (token uint64, ok bool) {
+	o := lease.Outcome()
+	if o == nil || o.Releaser != (*releaser)(l) {
+		return 0, false
+	}
+	return o.Token(lease)
 }
 
 // Reconfigure applies cfg, a config of the limiter's algorithm, to this

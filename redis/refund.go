@@ -42,7 +42,7 @@ func (l *Limiter) Refund(ctx context.Context, lease ratelimit.Lease, permits int
 	var at uint64
 	var ok bool
 	if l.release {
-		at, ok = (&l.ext().held).Token(lease)
+		at, ok = l.owns(lease)
 	} else {
 		at, ok = (&l.params().infos[0]).Token(lease)
 	}
