@@ -53,7 +53,10 @@ type chain struct {
 // Acquire does), waits on the refusing member alone (its Wait, on its
 // clock, which refuses at once when ctx's deadline comes too soon), and
 // tries the whole chain again with that member's grant in hand, until ctx
-// is done. (A member whose Wait refuses for its limit without waiting, a
+// is done. When ctx has a deadline, it first asks the members after the
+// refusing one for a status check (Acquire of 0 permits): when one of them
+// has no permit before the deadline, Wait refuses at once (ReasonDeadline,
+// with that member's figures), without waiting on the others. (A member whose Wait refuses for its limit without waiting, a
 // limiter of one's own, is waited for: the chain sleeps until its
 // RetryAfter on the system clock.) Wait(ctx, 0) so waits until every
 // member has at least one permit, and takes nothing. The Waits it makes of
@@ -258,6 +261,9 @@ func (c *chain) wait(ctx context.Context, permits int, span *waittrace.Span) (Le
 		if err := ctx.Err(); err != nil {
 			return Lease{}, err
 		}
+		if late, ok := c.tooLate(ctx, refuser); ok {
+			return late, nil
+		}
 		held, err = c.ls[refuser].Wait(ctx, permits)
 		if err != nil {
 			return held, err
@@ -284,6 +290,31 @@ func (c *chain) wait(ctx context.Context, permits int, span *waittrace.Span) (Le
 		span.Leave(time.Now()) // a member's Wait that queues next tells its own time
 		at = -1
 	}
+}
+
+// tooLate returns the chain's refusal for ctx's deadline when a member
+// after refuser (which refused; those before it granted) tells that it
+// has no permit before it: its status check (Acquire of 0 permits) is
+// refused with a RetryAfter longer than the time left, which no request
+// of more permits waits less than. ok is false without a deadline, and
+// when no such member is found; a member's error there tells nothing (its
+// Acquire in the next round reports it).
+func (c *chain) tooLate(ctx context.Context, refuser int) (Lease, bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return Lease{}, false
+	}
+	for _, l := range c.ls[refuser+1:] {
+		s, err := l.Acquire(ctx, 0)
+		if err != nil || s.Acquired() {
+			continue
+		}
+		if d, known := s.RetryAfter(); known && time.Until(deadline) < d {
+			o := &Outcome{Limit: s.Limit(), Reason: ReasonDeadline}
+			return o.Lease(s.Remaining(), d, s.ResetAfter(), 0), true
+		}
+	}
+	return Lease{}, false
 }
 
 // chainGrant is what a chain's granted lease holds: the leases of its

@@ -15,6 +15,7 @@ import (
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
 func newMem(t *testing.T, cfg ratelimit.Config, clock *ratelimittest.Clock) memory.Limiter {
@@ -522,4 +523,52 @@ func waitTimers(t testing.TB, clock *ratelimittest.Clock, n int) {
 // idleFor is l's IdleFor, which every chain has.
 func idleFor(l ratelimit.Limiter) (time.Duration, bool) {
 	return l.(interface{ IdleFor() (time.Duration, bool) }).IdleFor()
+}
+
+// A chain's Wait refuses at once when a member after the refusing one has
+// no permit before ctx's deadline, as a limiter's own Wait does: it does
+// not wait on the first (a token bucket whose next token comes in 100ms)
+// to find the second (a window full for the rest of its hour) refusing.
+// The clock, near the present as the deadlines are real, does not move
+// meanwhile: a Wait on the bucket would last until the deadline.
+func TestChainWaitRefusesAtOnceForALaterMember(t *testing.T) {
+	clock := ratelimittest.NewClockAt(time.Now())
+	bucket := newMem(t, tokenbucket.Config{Rate: 10, Burst: 1}, clock)
+	window := newMem(t, fixedwindow.Config{Limit: 1, Window: time.Hour}, clock)
+	bucket.Acquire(bg, 1)
+	window.Acquire(bg, 1)
+	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+	defer cancel()
+	lease, err := ratelimit.Chain(bucket, window).Wait(ctx, 1)
+	if err != nil || lease.Acquired() || lease.Reason() != ratelimit.ReasonDeadline {
+		t.Fatalf("Wait: %v, %v; want a ReasonDeadline refusal at once", lease, err)
+	}
+	refused, _ := window.Acquire(bg, 1) // a refusal changes nothing
+	want, _ := refused.RetryAfter()
+	if d, ok := lease.RetryAfter(); !ok || d != want || want <= 2*time.Second || lease.Limit() != 1 {
+		t.Fatalf("RetryAfter = %v, %v, Limit %d; want the window's: %v, 1", d, ok, lease.Limit(), want)
+	}
+	if bucket.Stats().Queued != 0 || bucket.Stats().Available != 0 || window.Stats().Available != 0 {
+		t.Fatalf("after the refusal: bucket %+v, window %+v; want nothing queued or taken", bucket.Stats(), window.Stats())
+	}
+	// Within the deadline, the chain still waits: an hour's deadline
+	// waits on the bucket, then on the window, whose hour passes.
+	ctx, cancel = context.WithTimeout(bg, 3*time.Hour)
+	defer cancel()
+	done := make(chan ratelimit.Lease, 1)
+	go func() {
+		l, _ := ratelimit.Chain(bucket, window).Wait(ctx, 1)
+		done <- l
+	}()
+	for bucket.Stats().Queued == 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
+	clock.Advance(100 * time.Millisecond)
+	for window.Stats().Queued == 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
+	clock.Advance(time.Hour)
+	if l := <-done; !l.Acquired() {
+		t.Fatalf("Wait with time enough: %v, want granted", l)
+	}
 }
