@@ -1,11 +1,12 @@
 // Package ratelimit is the common interface of limitkit's rate limiters.
 //
 // A [Limiter] answers one question: may the caller take some permits now
-// ([Limiter.Acquire]), or when it has waited its turn ([Limiter.Wait])? Five
+// ([Limiter.Acquire]), or when it has waited its turn ([Limiter.Wait])? Six
 // algorithms implement it, each in its own package (tokenbucket, fixedwindow,
-// slidingwindow, slidinglog, concurrency), and two backends run them: memory
-// (state in the process) and redis (state in Redis, shared by a fleet). The
-// backends make the same decisions for the same configuration and arrival times.
+// slidingwindow, slidinglog, concurrency, and quota for calendar periods),
+// and two backends run them: memory (state in the process) and redis (state
+// in Redis, shared by a fleet). The backends make the same decisions for the
+// same configuration and arrival times.
 //
 // A refusal is a [Lease] whose Acquired reports false, never an error. An error
 // means the limiter could not decide: an invalid argument, a closed limiter, a

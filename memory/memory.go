@@ -2,7 +2,7 @@
 // one mutex per limiter, and a Wait queue woken by one timer per limiter.
 //
 // memory.New(cfg) accepts the Config of any algorithm package (tokenbucket,
-// fixedwindow, slidingwindow, slidinglog, concurrency). The redis package's
+// fixedwindow, slidingwindow, slidinglog, concurrency, quota). The redis package's
 // redis.New(client, key, cfg) takes the same configs and makes the same
 // decisions, with the state shared by every process. NewFactory makes many
 // small limiters of one config, for example one per partition of a
