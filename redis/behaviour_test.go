@@ -505,3 +505,32 @@ func TestClosedRefusesEveryCall(t *testing.T) {
 		})
 	}
 }
+
+// A test may pin the time behind the server's (redis.WithClock over
+// ratelimittest.NewClockAt of a past date): the states must not expire at
+// once by the server's clock, which Redis expires keys by. Each limit of
+// 5 grants 5 of 8 requests, as in memory, on miniredis and on Redis.
+func TestPinnedTimeBehindTheServer(t *testing.T) {
+	_, mini := miniClient(t)
+	for name, c := range map[string]goredis.UniversalClient{"miniredis": mini, "redis": realClient(t)} {
+		for _, cfg := range []ratelimit.Config{
+			tokenbucket.Config{Rate: 1, Burst: 5}, fixedwindow.Config{Limit: 5, Window: time.Minute},
+			slidingwindow.Config{Limit: 5, Window: time.Minute, Segments: 10}, slidingwindow.Config{Limit: 5, Window: time.Minute},
+			slidinglog.Config{Limit: 5, Window: time.Minute}, concurrency.Config{Limit: 5},
+		} {
+			clock := ratelimittest.NewClockAt(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+			l := mustNew(t, c, key("past"), cfg, redis.WithClock(clock))
+			granted := 0
+			for range 8 {
+				if lease, err := l.Acquire(bg, 1); err != nil {
+					t.Fatalf("%s, %T: %v", name, cfg, err)
+				} else if lease.Acquired() {
+					granted++
+				}
+			}
+			if granted != 5 {
+				t.Errorf("%s, %T: %d of 8 granted under a limit of 5", name, cfg, granted)
+			}
+		}
+	}
+}

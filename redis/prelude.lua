@@ -24,16 +24,19 @@ local function charged(count, p) return count + min(p, max(MAX_COUNT - count, 0)
 -- NOW is the instant of the decision being made (see batch.lua). TIME is
 -- read once per script run: the decisions of a batch are made at one instant.
 local NOW, server_now
+local function server_time()
+  if not server_now then
+    local t = redis.call('TIME')
+    server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return server_now
+end
 local function set_now(arg)
   if arg ~= '' then
     NOW = tonumber(arg)
     return
   end
-  if not server_now then
-    local t = redis.call('TIME')
-    server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  NOW = server_now
+  NOW = server_time()
 end
 
 -- a mod p in [0, p), for integers |a| <= 2^53 and 0 < p <= 2^53 (Lua's %
@@ -89,10 +92,13 @@ local function us_ceil(x)
 end
 
 -- The expiry, in ms since the epoch, of a state that is initial again us
--- after NOW. It is an absolute instant on the script's clock, so it also
--- holds when tests pin the time (with Redis's TIME it is the same as a
--- relative expiry).
-local function expiry_ms(us) return ceil_div(NOW + us, 1000) end
+-- after NOW. Redis expires keys by its own clock: with its TIME as NOW,
+-- that is us from now. A test that pins the time ahead of the server's
+-- keeps the state until us after its NOW; one that pins it behind keeps
+-- it until us after the server's time, where its NOW + us would have
+-- expired it at once. A state kept longer than it needs decides as none
+-- does.
+local function expiry_ms(us) return ceil_div(max(NOW, server_time()) + us, 1000) end
 
 -- Makes the keys expire when the state is initial again, us after NOW.
 local function expire_in(us, ...)

@@ -461,3 +461,32 @@ func TestLoweredBurst(t *testing.T) {
 		}
 	}
 }
+
+// A time pinned behind the server's (a test's clock at a past date): the
+// shared state and the leases must not expire at once by the server's
+// clock, which Redis expires keys by. Two processes over one limit of 5,
+// each asking 8 times, get 5 grants in all.
+func TestPinnedTimeBehindTheServer(t *testing.T) {
+	srv := redistest.Start(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	defer c.Close()
+	clock := ratelimittest.NewClockAt(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	granted := 0
+	for range 2 {
+		l, err := New(c, "past", fixedwindow.Config{Limit: 5, Window: time.Minute}, WithClock(clock), WithExpiry(100*ms), WithShare(0.5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		for range 8 {
+			if lease, err := l.Acquire(bg, 1); err != nil {
+				t.Fatal(err)
+			} else if lease.Acquired() {
+				granted++
+			}
+		}
+	}
+	if granted != 5 {
+		t.Fatalf("%d of 16 granted under a limit of 5", granted)
+	}
+}

@@ -34,13 +34,12 @@ local floor, ceil, min, max, format, find = math.floor, math.ceil, math.min, mat
 local MAX_SWEEP = 64
 local FAR_US = 9007199254740992
 
-local NOW
-if ARGV[1] ~= '' then
-  NOW = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+-- SERVER is the server's TIME, by which Redis expires keys; NOW is the
+-- decision's instant: SERVER, or the time a test pins.
+local server_time = redis.call('TIME')
+local SERVER = tonumber(server_time[1]) * 1000000 + tonumber(server_time[2])
+local NOW = SERVER
+if ARGV[1] ~= '' then NOW = tonumber(ARGV[1]) end
 local OP, P, WANT, X, MIN_VALID, MAX_HELD = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local ID, RID, RH, RE, RU = ARGV[8], ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 local S, L = KEYS[1], KEYS[2]
@@ -116,11 +115,13 @@ local function latest_expiry()
 end
 
 -- Makes the keys expire us from now, or deletes them (us <= 0: the
--- state is initial).
+-- state is initial). From a pinned time behind the server's, us from the
+-- server's time, where NOW + us would expire them at once (a state kept
+-- longer than it needs decides as none does).
 local function expire_in(us, ...)
   for _, k in ipairs({...}) do
     if us > 0 then
-      redis.call('PEXPIREAT', k, format('%d', ceil((NOW + us) / 1000)))
+      redis.call('PEXPIREAT', k, format('%d', ceil((max(NOW, SERVER) + us) / 1000)))
     else
       redis.call('DEL', k)
     end
