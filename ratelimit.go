@@ -81,7 +81,10 @@ const (
 	OldestFirst QueueOrder = iota
 	// NewestFirst serves the newest waiter first (LIFO). A new request may take
 	// free permits even while others wait, and when the queue is full the oldest
-	// waiters are refused (ReasonEvicted) to make room.
+	// waiters are refused (ReasonEvicted) to make room. A token bucket, whose
+	// waiters reserve their tokens as they come, serves them in arrival order
+	// in either order; with NewestFirst a full queue still makes room by
+	// refusing its oldest waiters.
 	NewestFirst
 )
 

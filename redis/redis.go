@@ -382,7 +382,9 @@ func (l *Limiter) owns(lease ratelimit.Lease) (token uint64, ok bool) {
 // old one until then. The state in Redis carries over as the script reads
 // it with the new parameters, by each algorithm's rule: a token bucket
 // keeps its tokens (clamped to the new burst at its next refill) and its
-// reservations, and after a change of refill mode (Rate or Period) or
+// reservations, and refills the time since its last decision at the new
+// rate (package memory refills it at the old rate up to the change: see
+// package tokenbucket), and after a change of refill mode (Rate or Period) or
 // Period keeps its whole tokens, refills nothing for the time before the
 // change and restarts its refill clock at the change; a fixed window's
 // count is held against the new limit, in now's window of the new length
