@@ -577,3 +577,40 @@ func TestKeyedChargeOfEvictedKey(t *testing.T) {
 		t.Fatalf("after a charge of 10 on a limit of 10: %v, want refused", g)
 	}
 }
+
+// A status check (permits == 0) of a key without an entry takes nothing
+// and adds nothing: it is answered as a new key's own limiter answers it,
+// even while WithMaxKeys busy keys leave no room for a new one, and no
+// key is counted, created or refused for it.
+func TestKeyedStatusOfANewKeyAddsNothing(t *testing.T) {
+	for _, cfg := range []ratelimit.Config{
+		fixedwindow.Config{Limit: 2, Window: time.Hour},
+		tokenbucket.Config{Rate: 1, Burst: 2},
+		concurrency.Config{Limit: 2},
+	} {
+		clock := ratelimittest.NewClock()
+		k := newKeyed(t, cfg, memory.WithClock(clock), memory.WithMaxKeys(1))
+		busy, err := k.Acquire(bg, "busy", 1)
+		if err != nil || !busy.Acquired() {
+			t.Fatalf("%T: Acquire of the busy key: %v, %v", cfg, busy, err)
+		}
+		own, err := memory.New(cfg, memory.WithClock(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := own.Acquire(bg, 0)
+		own.Close()
+		for name, call := range map[string]func(context.Context, string, int) (ratelimit.Lease, error){"Acquire": k.Acquire, "Wait": k.Wait} {
+			got, err := call(bg, "new", 0)
+			if err != nil || !got.Acquired() || got.Remaining() != want.Remaining() || got.Limit() != want.Limit() || got.ResetAfter() != want.ResetAfter() {
+				t.Fatalf("%T: %s(new, 0) = %v (Remaining %d, Limit %d), %v; want a new limiter's status %v (Remaining %d, Limit %d)",
+					cfg, name, got, got.Remaining(), got.Limit(), err, want, want.Remaining(), want.Limit())
+			}
+			got.Release()
+		}
+		if s := k.Stats(); s.Keys != 1 || s.Created != 1 || s.Refused != 0 {
+			t.Fatalf("%T: %+v after the status checks; want the busy key alone, nothing refused", cfg, s)
+		}
+		busy.Release()
+	}
+}

@@ -191,6 +191,11 @@ func (s *store[S]) Acquire(ctx context.Context, key string, permits int) (rateli
 		}
 	}
 	hd := sh.held[key]
+	if hd == nil && p == 0 { // a status check of a new key
+		lease, _ := s.initialStatus(sh, now)
+		sh.mu.Unlock()
+		return lease, nil
+	}
 	if hd == nil { // a new key
 		if !s.admit(sh) {
 			sh.mu.Unlock()
@@ -250,6 +255,12 @@ func (s *store[S]) Wait(ctx context.Context, key string, permits int) (ratelimit
 	if hd == nil {
 		hd = sh.held[key]
 	}
+	if hd == nil && p == 0 { // a status check of a new key, granted at once
+		if lease, ok := s.initialStatus(sh, now); ok {
+			sh.mu.Unlock()
+			return lease, nil
+		}
+	}
 	if hd == nil { // a new key
 		if !s.admit(sh) {
 			sh.mu.Unlock()
@@ -279,6 +290,16 @@ func (s *store[S]) Wait(ctx context.Context, key string, permits int) (ratelimit
 	}
 	s.done(sh, key, hd)
 	return lease, err
+}
+
+// initialStatus is the answer to a status check (permits == 0) of a key
+// without an entry: its initial state's, and granted reports whether it is
+// a grant. A status check takes nothing, so no entry is added for it, nor
+// an idle key evicted to make room. Requires sh.mu.
+func (s *store[S]) initialStatus(sh *shard[S], now int64) (lease ratelimit.Lease, granted bool) {
+	c := sh.c
+	st, d := c.model.Step(c.model.Initial(), now, 0)
+	return c.lease(d, st, now, 0), d.Granted
 }
 
 // hold makes the limiter that holds key, whose hash is h, from state st
