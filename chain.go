@@ -49,18 +49,20 @@ type chain struct {
 // GrowsAfter that member's.
 //
 // Wait never holds permits of one limiter while it waits on another: it
-// tries the whole chain, and on a refusal gives everything back (as
-// Acquire does), waits on the refusing member alone (its Wait, on its
-// clock, which refuses at once when ctx's deadline comes too soon), and
-// tries the whole chain again with that member's grant in hand, until ctx
-// is done. When ctx has a deadline, it first asks the members after the
-// refusing one for a status check (Acquire of 0 permits): when one of them
-// has no permit before the deadline, Wait refuses at once (ReasonDeadline,
-// with that member's figures), without waiting on the others. (A member whose Wait refuses for its limit without waiting, a
-// limiter of one's own, is waited for: the chain sleeps until its
-// RetryAfter on the system clock.) Wait(ctx, 0) so waits until every
-// member has at least one permit, and takes nothing. The Waits it makes of
-// its members are told to ctx's waittrace hooks as the chain's one Wait.
+// tries the whole chain, and on a refusal gives everything back (as Acquire
+// does), waits on the refusing member alone (its Wait, on its clock, which
+// refuses at once when ctx's deadline comes too soon), and tries the whole
+// chain again with that member's grant in hand, until ctx is done. When a
+// member refuses for its limit and ctx has a deadline, the members after it
+// are first asked for a status check (Acquire of 0 permits): when one of
+// them has no permit before the deadline (on the system clock), Wait
+// refuses at once (ReasonDeadline, with that member's figures), without
+// waiting on the refusing member. (A member whose Wait refuses for its
+// limit without waiting, a limiter of one's own, is waited for: the chain
+// sleeps until its RetryAfter on the system clock.) Wait(ctx, 0) so waits
+// until every member has at least one permit, and takes nothing. The Waits
+// it makes of its members are told to ctx's waittrace hooks as the chain's
+// one Wait.
 //
 // A chain refunds its own grants (Refund), reports the error a call would
 // return (CheckPermits) and is idle when every member is (IdleFor). Its
@@ -261,8 +263,10 @@ func (c *chain) wait(ctx context.Context, permits int, span *waittrace.Span) (Le
 		if err := ctx.Err(); err != nil {
 			return Lease{}, err
 		}
-		if late, ok := c.tooLate(ctx, refuser); ok {
-			return late, nil
+		if lease.Reason() == ReasonLimit {
+			if late, ok := c.tooLate(ctx, refuser); ok {
+				return late, nil
+			}
 		}
 		held, err = c.ls[refuser].Wait(ctx, permits)
 		if err != nil {
@@ -293,12 +297,13 @@ func (c *chain) wait(ctx context.Context, permits int, span *waittrace.Span) (Le
 }
 
 // tooLate returns the chain's refusal for ctx's deadline when a member
-// after refuser (which refused; those before it granted) tells that it
-// has no permit before it: its status check (Acquire of 0 permits) is
-// refused with a RetryAfter longer than the time left, which no request
-// of more permits waits less than. ok is false without a deadline, and
-// when no such member is found; a member's error there tells nothing (its
-// Acquire in the next round reports it).
+// after refuser (which refused for its limit; those before it granted)
+// tells that it has no permit before it: its status check (Acquire of 0
+// permits) is refused with a RetryAfter longer than the time left (on the
+// system clock, as the chain's own sleep), which no request of more
+// permits waits less than. ok is false without a deadline, and when no
+// such member is found; a member's error there tells nothing (its Acquire
+// in the next round reports it).
 func (c *chain) tooLate(ctx context.Context, refuser int) (Lease, bool) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -306,7 +311,11 @@ func (c *chain) tooLate(ctx context.Context, refuser int) (Lease, bool) {
 	}
 	for _, l := range c.ls[refuser+1:] {
 		s, err := l.Acquire(ctx, 0)
-		if err != nil || s.Acquired() {
+		if err != nil {
+			continue
+		}
+		if s.Acquired() {
+			s.Release() // a status check holds nothing; a member of the caller's own might
 			continue
 		}
 		if d, known := s.RetryAfter(); known && time.Until(deadline) < d {

@@ -551,8 +551,8 @@ func TestChainWaitRefusesAtOnceForALaterMember(t *testing.T) {
 	if bucket.Stats().Queued != 0 || bucket.Stats().Available != 0 || window.Stats().Available != 0 {
 		t.Fatalf("after the refusal: bucket %+v, window %+v; want nothing queued or taken", bucket.Stats(), window.Stats())
 	}
-	// Within the deadline, the chain still waits: an hour's deadline
-	// waits on the bucket, then on the window, whose hour passes.
+	// With time enough, the chain still waits: under a 3-hour deadline it
+	// waits on the bucket, then on the window, until its hour ends.
 	ctx, cancel = context.WithTimeout(bg, 3*time.Hour)
 	defer cancel()
 	done := make(chan ratelimit.Lease, 1)
@@ -570,5 +570,33 @@ func TestChainWaitRefusesAtOnceForALaterMember(t *testing.T) {
 	clock.Advance(time.Hour)
 	if l := <-done; !l.Acquired() {
 		t.Fatalf("Wait with time enough: %v, want granted", l)
+	}
+}
+
+// unavailable refuses every request for want of its backend
+// (ReasonUnavailable), as a Redis limiter under FailClosed does.
+type unavailable struct{}
+
+func (unavailable) Acquire(context.Context, int) (ratelimit.Lease, error) {
+	o := &ratelimit.Outcome{Limit: 5, Reason: ratelimit.ReasonUnavailable}
+	return o.Lease(0, -1, 0, 0), nil
+}
+
+func (u unavailable) Wait(ctx context.Context, permits int) (ratelimit.Lease, error) {
+	return u.Acquire(ctx, permits)
+}
+
+// A member's refusal for another reason than its limit is the chain's
+// answer, whatever the later members hold: a backend down is not a
+// deadline that comes too soon.
+func TestChainWaitKeepsAnUnavailableRefusal(t *testing.T) {
+	clock := ratelimittest.NewClockAt(time.Now())
+	window := newMem(t, fixedwindow.Config{Limit: 1, Window: time.Hour}, clock)
+	window.Acquire(bg, 1)
+	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+	defer cancel()
+	lease, err := ratelimit.Chain(unavailable{}, window).Wait(ctx, 1)
+	if err != nil || lease.Reason() != ratelimit.ReasonUnavailable {
+		t.Fatalf("Wait: %v (%v), %v; want the first member's ReasonUnavailable refusal", lease, lease.Reason(), err)
 	}
 }
