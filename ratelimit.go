@@ -84,7 +84,8 @@ const (
 	// waiters are refused (ReasonEvicted) to make room. A token bucket, whose
 	// waiters reserve their tokens as they come, serves them in arrival order
 	// in either order; with NewestFirst a full queue still makes room by
-	// refusing its oldest waiters.
+	// refusing its oldest waiters in memory (on Redis it refuses the new
+	// request).
 	NewestFirst
 )
 

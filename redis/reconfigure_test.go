@@ -725,7 +725,7 @@ func TestRefundOfAStateLaidOutByAnotherWindow(t *testing.T) {
 }
 
 // A concurrency grant reports the limit in force: after a Reconfigure
-// from 4 to 10, Limit 10 and Remaining 9 with one lease held, as in
+// from 4 to 10, a second grant reports Limit 10 and Remaining 8, as in
 // memory. A lease granted before it still releases its permit, and one
 // refunded gives it back once.
 func TestReconfigureConcurrencyGrantsReportNewLimit(t *testing.T) {

@@ -384,9 +384,10 @@ func (l *Limiter) owns(lease ratelimit.Lease) (token uint64, ok bool) {
 // keeps its tokens (clamped to the new burst at its next refill) and its
 // reservations, and refills the time since its last decision at the new
 // rate (package memory refills it at the old rate up to the change: see
-// package tokenbucket), and after a change of refill mode (Rate or Period) or
-// Period keeps its whole tokens, refills nothing for the time before the
-// change and restarts its refill clock at the change; a fixed window's
+// package tokenbucket), and after a switch between continuous (Rate) and
+// interval (Period) refill, or a change of Period, keeps its whole tokens,
+// refills nothing for the time before the change and restarts its refill
+// clock at the change; a fixed window's
 // count is held against the new limit, in now's window of the new length
 // when the Window changed; a weighted sliding window holds, after a change
 // of Window, the old window's estimate at the change (rounded up) as the
