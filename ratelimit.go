@@ -25,7 +25,9 @@ import (
 type Limiter interface {
 	// Acquire takes permits now or refuses; it never waits.
 	// permits == 0 is a status check that takes nothing: it is granted when at
-	// least one permit is available.
+	// least one permit is available. It reads the limit, not the queue: while
+	// waiters queue OldestFirst, a request of one permit may be refused behind
+	// them when the status check is granted.
 	Acquire(ctx context.Context, permits int) (Lease, error)
 	// Wait takes permits, waiting in line if needed, until ctx is done.
 	// It refuses at once, without sleeping, when the permits cannot be had
