@@ -15,7 +15,9 @@ import (
 // and httplimit.Transport take.
 //
 // Concurrency leases are not tracked through Keyed (ratelimit.active_request_leases):
-// wrap the partitions' limiters instead (Recorder.ForKey).
+// wrap the partitions' limiters instead (Recorder.ForKey), and not the
+// partitioned limiter too on the same Recorder, which would count each
+// decision twice.
 type Keyed struct {
 	k ratelimit.Keyed
 	r *Recorder

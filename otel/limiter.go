@@ -61,7 +61,9 @@ func (r *Recorder) Wrap(l ratelimit.Limiter) *Limiter {
 }
 
 // ForKey wraps the limiters that newLimiter makes, for partitioned.Config's
-// New: ForKey(f.ForKey) instruments every partition of a factory f.
+// New: ForKey(f.ForKey) instruments every partition of a factory f. Record
+// a partitioned limiter so or through WrapKeyed, not both on one Recorder:
+// each decision would be counted twice.
 func (r *Recorder) ForKey(newLimiter func(key string) (ratelimit.Limiter, error)) func(key string) (ratelimit.Limiter, error) {
 	return func(key string) (ratelimit.Limiter, error) {
 		l, err := newLimiter(key)
