@@ -2,11 +2,11 @@
 // one mutex per limiter, and a Wait queue woken by one timer per limiter.
 //
 // memory.New(cfg) accepts the Config of any algorithm package (tokenbucket,
-// fixedwindow, slidingwindow, slidinglog, concurrency, quota). The redis package's
-// redis.New(client, key, cfg) takes the same configs and makes the same
-// decisions, with the state shared by every process. NewFactory makes many
-// small limiters of one config, for example one per partition of a
-// partitioned limiter. NewKeyed keeps a limit per key (per user, per
+// fixedwindow, slidingwindow, slidinglog, concurrency, quota). The redis
+// package's redis.New(client, key, cfg) takes the same configs and makes
+// the same decisions, with the state shared by every process. NewFactory
+// makes many small limiters of one config, for example one per partition of
+// a partitioned limiter. NewKeyed keeps a limit per key (per user, per
 // client IP) with each key's state inline in its index: a ratelimit.Keyed.
 //
 // Time is read from the monotonic clock against a fixed base instant (cheaper

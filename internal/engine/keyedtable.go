@@ -10,30 +10,30 @@ package engine
 // then store back), where here it reads one slot (one line, or two
 // adjacent) and writes the state in place. In one run the map took 1.35x
 // go-limiter's time per decision in creation order and 1.27x in random
-// order, with 117 bytes per key; this table takes 0.97x and 0.96x
-// (medians of 5 alternated rounds), with 101 bytes (README.md). A
-// compact table of 8-byte references (hash, place) over each shard's
-// entries in the order they came, as partitioned's index is, was measured
-// too: 76 bytes per key, but 0.94x to 0.99x in creation order (a shard's
-// entries are sequential, successive keys are in other shards) and 1.20x
-// to 1.29x in random order (the reference is one more miss). With the
-// entries of every shard in one store-wide sequence, in the order keys
-// came (partitioned's store): 59 bytes per key and 0.53x to 0.79x in
-// creation order, but 0.80x to 1.25x in random order (1.11x the median of
-// 11 runs): a decision there reads the key's bytes, the reference and the
-// entry, each in a place of its own, where here it reads the key's bytes
-// and the slot. Built again with an index and a pool shared with
-// partitioned (one pool of 40-byte entries for the store, compacted by the
-// sweeper), 4 runs: 59 bytes per key, 0.48x to 0.70x in creation order,
-// 1.20x to 1.27x in random order. It reached 0.89x to 0.91x in random
-// order only with the clock read after the hash and the hit path cut
-// short (a token bucket's refill and the grant's lease inlined, without
-// the model's Made): a decision short enough lets the next key's first
-// miss start while the last entry is on its way. Made's call alone put it
-// back at 1.21x, and the made instant carried in the Decision instead (a
-// fifth field) at 1.07x to 1.09x: that gain depends on a processor's
-// reorder window, not on the layout, and was not kept. Slots padded to a whole cache line
-// (134 bytes per key) were no faster in either order.
+// order, with 117 bytes per key; this table takes 0.97x and 0.96x (medians
+// of 5 alternated rounds), with 101 bytes (README.md). A compact table of
+// 8-byte references (hash, place) over each shard's entries in the order
+// they came, as partitioned's index is, was measured too: 76 bytes per key,
+// but 0.94x to 0.99x in creation order (a shard's entries are sequential,
+// successive keys are in other shards) and 1.20x to 1.29x in random order
+// (the reference is one more miss). With the entries of every shard in one
+// store-wide sequence, in the order keys came (partitioned's store): 59
+// bytes per key and 0.53x to 0.79x in creation order, but 0.80x to 1.25x in
+// random order (1.11x the median of 11 runs): a decision there reads the
+// key's bytes, the reference and the entry, each in a place of its own,
+// where here it reads the key's bytes and the slot. Built again in a
+// package of its own (8-byte references per shard, one pool of 40-byte
+// entries for the store, compacted by the sweeper), 4 runs: 59 bytes per
+// key, 0.48x to 0.70x in creation order, 1.20x to 1.27x in random order. It
+// reached 0.89x to 0.91x in random order only with the clock read after the
+// hash and the hit path cut short (a token bucket's refill and the grant's
+// lease inlined, without the model's Made): a decision short enough lets
+// the next key's first miss start while the last entry is on its way.
+// Made's call alone put it back at 1.21x, and the made instant carried in
+// the Decision instead (a fifth field) at 1.07x to 1.09x: that gain depends
+// on a processor's reorder window, not on the layout, and was not kept.
+// Slots padded to a whole cache line (134 bytes per key) were no faster in
+// either order.
 
 // slot is one key of a shard and its state; used is false in an empty
 // slot. The key shares the caller's bytes, as a Go map's key does. h is
