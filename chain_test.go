@@ -15,6 +15,7 @@ import (
 	"github.com/limitkit/ratelimit/fixedwindow"
 	"github.com/limitkit/ratelimit/memory"
 	"github.com/limitkit/ratelimit/ratelimittest"
+	"github.com/limitkit/ratelimit/slidinglog"
 	"github.com/limitkit/ratelimit/tokenbucket"
 )
 
@@ -528,13 +529,13 @@ func idleFor(l ratelimit.Limiter) (time.Duration, bool) {
 // A chain's Wait refuses at once when a member after the refusing one has
 // no permit before ctx's deadline, as a limiter's own Wait does: it does
 // not wait on the first (a token bucket whose next token comes in 100ms)
-// to find the second (a window full for the rest of its hour) refusing.
-// The clock, near the present as the deadlines are real, does not move
+// to find the second (a sliding log full for an hour) refusing. The
+// clock, near the present as the deadlines are real, does not move
 // meanwhile: a Wait on the bucket would last until the deadline.
 func TestChainWaitRefusesAtOnceForALaterMember(t *testing.T) {
 	clock := ratelimittest.NewClockAt(time.Now())
 	bucket := newMem(t, tokenbucket.Config{Rate: 10, Burst: 1}, clock)
-	window := newMem(t, fixedwindow.Config{Limit: 1, Window: time.Hour}, clock)
+	window := newMem(t, slidinglog.Config{Limit: 1, Window: time.Hour}, clock)
 	bucket.Acquire(bg, 1)
 	window.Acquire(bg, 1)
 	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
@@ -545,14 +546,14 @@ func TestChainWaitRefusesAtOnceForALaterMember(t *testing.T) {
 	}
 	refused, _ := window.Acquire(bg, 1) // a refusal changes nothing
 	want, _ := refused.RetryAfter()
-	if d, ok := lease.RetryAfter(); !ok || d != want || want <= 2*time.Second || lease.Limit() != 1 {
+	if d, ok := lease.RetryAfter(); !ok || d != want || want != time.Hour || lease.Limit() != 1 {
 		t.Fatalf("RetryAfter = %v, %v, Limit %d; want the window's: %v, 1", d, ok, lease.Limit(), want)
 	}
 	if bucket.Stats().Queued != 0 || bucket.Stats().Available != 0 || window.Stats().Available != 0 {
 		t.Fatalf("after the refusal: bucket %+v, window %+v; want nothing queued or taken", bucket.Stats(), window.Stats())
 	}
 	// With time enough, the chain still waits: under a 3-hour deadline it
-	// waits on the bucket, then on the window, until its hour ends.
+	// waits on the bucket, then on the log, until its hour ends.
 	ctx, cancel = context.WithTimeout(bg, 3*time.Hour)
 	defer cancel()
 	done := make(chan ratelimit.Lease, 1)
