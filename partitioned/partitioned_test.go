@@ -860,3 +860,50 @@ func TestSweeperStartsWithoutRace(t *testing.T) {
 		}
 	}
 }
+
+// A status check (permits == 0) of a key without a partition takes nothing
+// and adds nothing: it is answered by a limiter Config.New makes for the
+// key, under a Reconfigure made before, even while MaxPartitions busy
+// partitions leave no room for a new one; no partition is created, counted
+// or refused for it, and the limiter made for it is closed. A key with a
+// partition is answered by its partition.
+func TestStatusOfANewKeyAddsNothing(t *testing.T) {
+	clock := ratelimittest.NewClock()
+	var made, closed atomic.Int64
+	p := newPartitioned(t, partitioned.Config{MaxPartitions: 1, Clock: clock, New: func(string) (ratelimit.Limiter, error) {
+		made.Add(1)
+		l, err := memory.New(fixedwindow.Config{Limit: 5, Window: time.Hour}, memory.WithClock(clock))
+		return closing{l, &closed}, err
+	}})
+	if l, err := p.Acquire(bg, "busy", 1); err != nil || !l.Acquired() {
+		t.Fatalf("Acquire of the busy key: %v, %v", l, err)
+	}
+	if err := p.Reconfigure(fixedwindow.Config{Limit: 7, Window: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func(context.Context, string, int) (ratelimit.Lease, error){"Acquire": p.Acquire, "Wait": p.Wait} {
+		got, err := call(bg, "new", 0)
+		if err != nil || !got.Acquired() || got.Remaining() != 7 || got.Limit() != 7 {
+			t.Fatalf("%s(new, 0) = %v (Remaining %d, Limit %d), %v; want a new key's status under Limit 7", name, got, got.Remaining(), got.Limit(), err)
+		}
+		if got, _ := call(bg, "busy", 0); got.Remaining() != 6 {
+			t.Fatalf("%s(busy, 0): Remaining %d, want its partition's 6", name, got.Remaining())
+		}
+	}
+	if s := p.Stats(); s.Live != 1 || s.Created != 1 || s.Refused != 0 {
+		t.Fatalf("%+v after the status checks; want the busy partition alone, nothing refused", s)
+	}
+	if made.Load() != 3 || closed.Load() != 2 {
+		t.Fatalf("%d limiters made, %d closed; want the partition's and two for the status checks, those two closed", made.Load(), closed.Load())
+	}
+}
+
+// closing is a limiter that counts its Close.
+type closing struct {
+	memory.Limiter
+	closed *atomic.Int64
+}
+
+func (c closing) Close() error { c.closed.Add(1); return c.Limiter.Close() }
+
+func (c closing) Unwrap() ratelimit.Limiter { return c.Limiter }
