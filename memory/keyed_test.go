@@ -578,10 +578,10 @@ func TestKeyedChargeOfEvictedKey(t *testing.T) {
 	}
 }
 
-// A status check (permits == 0) of a key without an entry takes nothing
-// and adds nothing: it is answered as a new key's own limiter answers it,
-// even while WithMaxKeys busy keys leave no room for a new one, and no
-// key is counted, created or refused for it.
+// A status check (permits == 0) of a key without an entry, while
+// WithMaxKeys busy keys leave no room for a new one, takes nothing and
+// adds nothing: it is answered as a new key's own limiter answers it, and
+// no key is counted, created or refused for it.
 func TestKeyedStatusOfANewKeyAddsNothing(t *testing.T) {
 	for _, cfg := range []ratelimit.Config{
 		fixedwindow.Config{Limit: 2, Window: time.Hour},

@@ -193,9 +193,10 @@ func (l *Limiter) check(ctx context.Context, permits int) error {
 // Acquire takes permits from key's partition now, or refuses. An
 // invalid call (see Wait) is reported before any partition is looked up
 // or created. A status check (permits == 0) of a key without a partition
-// is answered by a limiter Config.New makes for it and closes after: it
-// takes nothing, so no partition is made for it (nor is it refused for
-// want of room, nor sent to Overflow); so is a Wait's.
+// while MaxPartitions are live is answered by a limiter Config.New makes
+// for it and closes after: it takes nothing, so no partition is evicted or
+// made for it, nor is it refused for want of room, nor sent to Overflow;
+// so is a Wait's.
 func (l *Limiter) Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
 	return l.take(ctx, key, permits, false)
 }
@@ -218,7 +219,7 @@ func (l *Limiter) take(ctx context.Context, key string, permits int, wait bool) 
 	}
 	var lim ratelimit.Limiter
 	var p *partition
-	if permits == 0 && !l.closed.Load() {
+	if permits == 0 && !l.closed.Load() && l.live.Load() >= int64(l.cfg.MaxPartitions) {
 		if p = l.lookup(key); p != nil {
 			lim = p.limiter
 		} else if lease, ok, err := l.status(ctx, key, wait); ok {
@@ -245,11 +246,12 @@ func (l *Limiter) take(ctx context.Context, key string, permits int, wait bool) 
 }
 
 // status answers a status check (permits == 0) of key, which has no
-// partition, from a limiter Config.New makes for it, under the
-// configuration in force, closed after: a status check takes nothing, so
-// no partition is added for it, nor an idle one evicted to make room, nor
-// is it refused for want of one. ok is false when New fails: the caller
-// goes on as for any new key, which reports it.
+// partition while MaxPartitions are live, from a limiter Config.New makes
+// for it, under the configuration in force, closed after: a status check
+// takes nothing, so no idle partition is evicted for it, nor is it refused
+// for want of room. (With room, it makes the partition a key's first call
+// makes, which keeps the instant it was made at.) ok is false when New
+// fails: the caller goes on as for any new key, which reports it.
 func (l *Limiter) status(ctx context.Context, key string, wait bool) (lease ratelimit.Lease, ok bool, err error) {
 	lim, err := l.cfg.New(key)
 	if err != nil || check.IsNil(lim) {

@@ -861,10 +861,10 @@ func TestSweeperStartsWithoutRace(t *testing.T) {
 	}
 }
 
-// A status check (permits == 0) of a key without a partition takes nothing
+// A status check (permits == 0) of a key without a partition, while
+// MaxPartitions busy partitions leave no room for a new one, takes nothing
 // and adds nothing: it is answered by a limiter Config.New makes for the
-// key, under a Reconfigure made before, even while MaxPartitions busy
-// partitions leave no room for a new one; no partition is created, counted
+// key, under a Reconfigure made before; no partition is created, counted
 // or refused for it, and the limiter made for it is closed. A key with a
 // partition is answered by its partition.
 func TestStatusOfANewKeyAddsNothing(t *testing.T) {
