@@ -9,9 +9,10 @@ import (
 // overCache is the local over-limit cache (Options.LocalCacheSize): the
 // counters of fixed windows known to be past their limit, with the end of
 // that window, so that the calls on them are answered without asking the
-// backend until it ends. When it is full, the counter learnt first goes,
-// in constant time. It is emptied when the configuration changes (a limit
-// may have been raised). Safe for concurrent use.
+// backend until it ends. When it is full, a counter whose window has ended
+// goes, among the expireLook learnt first, or else the counter learnt
+// first. It is emptied when the configuration changes (a limit may have
+// been raised). Safe for concurrent use.
 type overCache struct {
 	mu    sync.Mutex
 	size  int
@@ -43,8 +44,12 @@ func (c *overCache) over(cfg *Config, counter string, now time.Time) bool {
 	return ok
 }
 
-// add records that counter is past its limit until end.
-func (c *overCache) add(cfg *Config, counter string, end time.Time) {
+// expireLook bounds the counters a full cache looks at for one whose
+// window has ended, from the one learnt first.
+const expireLook = 8
+
+// add records at now that counter is past its limit until end.
+func (c *overCache) add(cfg *Config, counter string, now, end time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.follow(cfg)
@@ -54,7 +59,14 @@ func (c *overCache) add(cfg *Config, counter string, end time.Time) {
 		return
 	}
 	if len(c.ends) >= c.size {
-		c.remove(c.order.Front())
+		gone := c.order.Front()
+		for e, i := gone, 0; e != nil && i < expireLook; e, i = e.Next(), i+1 {
+			if e.Value.(*overEntry).end <= now.UnixNano() {
+				gone = e
+				break
+			}
+		}
+		c.remove(gone)
 	}
 	c.ends[counter] = c.order.PushBack(&overEntry{counter, end.UnixNano()})
 }

@@ -78,3 +78,24 @@ func TestLocalOverLimitCache(t *testing.T) {
 		wantStatus(t, e.call(t, "d", 1, desc("k", "d")).Statuses[0], ok, 3, minute, 2)
 	}
 }
+
+// A full cache makes room by forgetting a counter whose window has ended
+// before the one learnt first while its window lasts (a day's counter
+// learnt before a second's): it keeps what still saves a call to the
+// backend. With none ended, the one learnt first goes.
+func TestOverCacheForgetsAnEndedWindowFirst(t *testing.T) {
+	c, cfg := newOverCache(2), &Config{}
+	now := time.Unix(1_000_000, 0)
+	c.add(cfg, "day", now, now.Add(24*time.Hour))
+	c.add(cfg, "second", now, now.Add(time.Second))
+	now = now.Add(2 * time.Second)
+	c.add(cfg, "minute", now, now.Add(time.Minute))
+	if !c.over(cfg, "day", now) || !c.over(cfg, "minute", now) || len(c.ends) != 2 {
+		t.Fatalf("after a third counter in a cache of 2: day %v, minute %v, %d held; want both, the ended second gone",
+			c.over(cfg, "day", now), c.over(cfg, "minute", now), len(c.ends))
+	}
+	c.add(cfg, "hour", now, now.Add(time.Hour)) // none ended: the first learnt goes
+	if c.over(cfg, "day", now) || !c.over(cfg, "minute", now) || !c.over(cfg, "hour", now) {
+		t.Fatal("with no window ended, the counter learnt first must go, and no other")
+	}
+}

@@ -53,8 +53,9 @@ type Options struct {
 	// fixed windows (rules and overrides, not shadow_mode rules) known to
 	// be past their limit are remembered, and a call on one is answered
 	// OVER_LIMIT without asking the backend (nor counting its hits, nor
-	// telling its metrics) until its window ends by Now. When it is full,
-	// the counter learnt first goes. A change of the configuration empties
+	// telling its metrics) until its window ends by Now. When it is full, a
+	// counter whose window has ended goes (among the first few learnt), or
+	// else the counter learnt first. A change of the configuration empties
 	// it.
 	LocalCacheSize int
 	// Now is the clock of the response's figures that the limiter does not
@@ -339,7 +340,7 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 	d.lease = shown(lease, fixed)
 	d.status = s.status(d, limit, d.lease, !d.over, fixed, shadow, now)
 	if cached && d.over {
-		s.over.add(cfg, counter, now.Add(windowLeft(unitLength(limit.Unit), now)))
+		s.over.add(cfg, counter, now, now.Add(windowLeft(unitLength(limit.Unit), now)))
 	}
 	return nil
 }
