@@ -62,7 +62,7 @@ func (s *server) setupEnvoy(ctx context.Context, opts options, backend policy.Ba
 		Policies:              s.reg,
 		StopCountingOverLimit: opts.Envoy.StopCountingOverLimit,
 		LocalCacheSize:        opts.Envoy.LocalCacheSize,
-		OnError:               func(err error) { opts.Logger.Warn("applying the Envoy rules", "err", err) },
+		OnError:               func(err error) { opts.Logger.Warn("Envoy rate limit service", "err", err) }, // rules that do not apply, hits not given back
 	})
 	if err != nil {
 		return err

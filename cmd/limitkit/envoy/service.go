@@ -61,7 +61,10 @@ type Options struct {
 	// Now is the clock of the response's figures that the limiter does not
 	// give, and of the local over-limit cache; time.Now when nil.
 	Now func() time.Time
-	// OnError, if set, receives the registry's reload errors.
+	// OnError, if set, receives the registry's reload errors, and the
+	// errors of giving back hits that a call counted and must not keep
+	// (StopCountingOverLimit's, and those a fixed window's fill took in the
+	// next window): they stay counted, which errs on the side of refusing.
 	OnError func(error)
 }
 
@@ -142,7 +145,7 @@ type decision struct {
 	name   string           // the policy's name, for the headers
 	over   bool             // over its limit (shadow mode or not)
 	status *rlspb.RateLimitResponse_DescriptorStatus
-	refund func() // gives the descriptor's hits back
+	refund func() error // gives the descriptor's hits back
 }
 
 // ShouldRateLimit decides a request as envoyproxy/ratelimit does (see the
@@ -203,7 +206,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	if s.opts.StopCountingOverLimit && anyOver {
 		for i := range ds {
 			if d := &ds[i]; d.refund != nil && !d.over {
-				d.refund()
+				if d.refund() != nil {
+					continue // the hits stay counted (OnError was told): the status says so
+				}
 				// What is left now that the hits are given back.
 				if l := d.status.CurrentLimit; l != nil {
 					d.status.LimitRemaining = uint32(min(uint64(d.status.LimitRemaining)+d.hits, uint64(l.RequestsPerUnit)))
@@ -287,6 +292,15 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 		sum := sha256.Sum256([]byte(d.key))
 		d.key = "sha256:" + hex.EncodeToString(sum[:])
 	}
+	if giveBack := refund; giveBack != nil { // its errors go to OnError
+		refund = func(l ratelimit.Lease, n int) error {
+			err := giveBack(l, n)
+			if err != nil && s.opts.OnError != nil {
+				s.opts.OnError(fmt.Errorf("envoy: %d hits of %s could not be given back, and stay counted: %w", n, d.name, err))
+			}
+			return err
+		}
+	}
 
 	if acquire == nil { // requests_per_unit 0: every hit is over it
 		d.over = d.hits > 0
@@ -335,7 +349,7 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 	case fixed && (lease.Remaining() == 0 || n > int(limit.RequestsPerUnit)):
 		d.over = true // the hits took the count past the limit (see counting)
 	case n > 0:
-		d.refund = func() { refund(lease, n) }
+		d.refund = func() error { return refund(lease, n) }
 	}
 	d.lease = shown(lease, fixed)
 	d.status = s.status(d, limit, d.lease, !d.over, fixed, shadow, now)

@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -645,4 +647,61 @@ func TestFillWindowsAcrossStallsAndClocks(t *testing.T) {
 		advance(time.Millisecond)
 		wantStatus(t, e.call(t, "d", 1, desc("k", "v")).Statuses[0], over, 2, second, 0) // theirs: 6 > 2
 	})
+}
+
+// noRefunds is a policy backend whose limiters cannot give a grant back:
+// their Refund fails, as a backend that went down meanwhile does.
+func noRefunds(clock ratelimit.Clock) policy.Backend {
+	return func(p policy.Policy) (policy.Factory, error) {
+		f, err := memory.NewFactory(p.Config, memory.WithClock(clock))
+		return refuseRefunds{f}, err
+	}
+}
+
+type refuseRefunds struct{ f *memory.Factory }
+
+func (r refuseRefunds) ForKey(key string) (ratelimit.Limiter, error) {
+	l, err := r.f.ForKey(key)
+	return failingRefund{l}, err
+}
+
+// failingRefund is a limiter whose Refund fails; package control reaches
+// the rest (IdleFor, for partitioned) through Unwrap.
+type failingRefund struct{ ratelimit.Limiter }
+
+func (failingRefund) Refund(context.Context, ratelimit.Lease, int) error {
+	return errors.New("the backend is down")
+}
+
+func (f failingRefund) Unwrap() ratelimit.Limiter { return f.Limiter }
+
+// With StopCountingOverLimit, hits that could not be given back stay
+// counted, and the response and OnError say so: the big limit's status
+// shows 8 left after a refused call of 1 hit (its hit kept), not 9.
+func TestStopCountingOverLimitReportsAFailedGiveBack(t *testing.T) {
+	files := map[string]string{"d.yaml": `domain: d
+descriptors:
+  - key: small
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: big
+    rate_limit: {unit: hour, requests_per_unit: 10}
+`}
+	clock := ratelimittest.NewClock()
+	var mu sync.Mutex
+	var errs []error
+	e := start(t, files, Options{StopCountingOverLimit: true, Backend: noRefunds(clock), Now: clock.Now,
+		OnError: func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }})
+	e.call(t, "d", 1, desc("small", "x"), desc("big", "x"))
+	resp := e.call(t, "d", 1, desc("small", "x"), desc("big", "x"))
+	if resp.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("overall %v", resp.OverallCode)
+	}
+	if got := resp.Statuses[1].LimitRemaining; got != 8 {
+		t.Fatalf("big's remaining in the response %d, want 8: its hit could not be given back", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "the backend is down") {
+		t.Fatalf("OnError got %v, want the failed give-back once", errs)
+	}
 }
