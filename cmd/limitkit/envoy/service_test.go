@@ -335,16 +335,19 @@ func TestHitsAddend(t *testing.T) {
 	wantStatus(t, e.call(t, "d", 1, desc("k", "b")).Statuses[0], ok, 10, minute, 9)
 }
 
-// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a refused call's hits on the
-// other descriptors are given back; by default they stay counted.
-func TestStopCountingOverLimit(t *testing.T) {
-	files := map[string]string{"d.yaml": `domain: d
+// smallAndBig is a domain of two limits, of 1 and 10 hits an hour.
+const smallAndBig = `domain: d
 descriptors:
   - key: small
     rate_limit: {unit: hour, requests_per_unit: 1}
   - key: big
     rate_limit: {unit: hour, requests_per_unit: 10}
-`}
+`
+
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a refused call's hits on the
+// other descriptors are given back; by default they stay counted.
+func TestStopCountingOverLimit(t *testing.T) {
+	files := map[string]string{"d.yaml": smallAndBig}
 	for _, stop := range []bool{false, true} {
 		t.Run("stop="+strconv.FormatBool(stop), func(t *testing.T) {
 			e := start(t, files, Options{StopCountingOverLimit: stop})
@@ -679,13 +682,7 @@ func (f failingRefund) Unwrap() ratelimit.Limiter { return f.Limiter }
 // counted, and the response and OnError say so: the big limit's status
 // shows 8 left after a refused call of 1 hit (its hit kept), not 9.
 func TestStopCountingOverLimitReportsAFailedGiveBack(t *testing.T) {
-	files := map[string]string{"d.yaml": `domain: d
-descriptors:
-  - key: small
-    rate_limit: {unit: hour, requests_per_unit: 1}
-  - key: big
-    rate_limit: {unit: hour, requests_per_unit: 10}
-`}
+	files := map[string]string{"d.yaml": smallAndBig}
 	clock := ratelimittest.NewClock()
 	var mu sync.Mutex
 	var errs []error
