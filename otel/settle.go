@@ -19,7 +19,9 @@ type settler interface {
 // ratelimit.settled_permits: the permits it gave back (settlement
 // "returned") or charged ("charged"). A Redis limiter's settlement is
 // timed in ratelimit.backend.duration, as its Refund is. A wrapped limiter
-// that cannot settle is an error wrapping errors.ErrUnsupported.
+// that cannot settle is an error wrapping errors.ErrUnsupported. A
+// settlement that returns an error is not counted, also when it applied
+// to some members of a Chain before another failed.
 func (w *Limiter) Settle(ctx context.Context, lease ratelimit.Lease, actual int) error {
 	return settle(ctx, w.l, w.r, lease, actual)
 }
