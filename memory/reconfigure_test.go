@@ -569,3 +569,62 @@ func TestFactoryReconfigureInsideSiblingsCalls(t *testing.T) {
 		}
 	})
 }
+
+// A higher rate repays a token bucket's reservations sooner, and its
+// waiters are served then, not at the instants the old rate gave them:
+// at 1 token per 100s, a waiter for the next token is due in 100s; at 100
+// per second from the change, in 10ms. Meanwhile a request behind it is
+// refused with the wait the new rate gives, not 0s. A lower rate never
+// delays a waiter past the instant it was given.
+func TestReconfigureRateBringsReservationsForward(t *testing.T) {
+	for _, newest := range []bool{false, true} {
+		clock := ratelimittest.NewClock()
+		q := ratelimit.Queue{}
+		if newest {
+			q.Order = ratelimit.NewestFirst
+		}
+		l := newLimiter(t, tokenbucket.Config{Rate: 0.01, Burst: 1, Queue: q}, clock)
+		l.Acquire(bg, 1)
+		done := make(chan ratelimit.Lease, 1)
+		go func() { g, _ := l.Wait(bg, 1); done <- g }()
+		for l.Stats().Queued == 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+		reconfigure(t, l, tokenbucket.Config{Rate: 100, Burst: 1, Queue: q})
+		if !newest {
+			behind, _ := l.Acquire(bg, 1)
+			if d, ok := behind.RetryAfter(); behind.Acquired() || !ok || d < 19*time.Millisecond || d > 20*time.Millisecond {
+				t.Fatalf("newest %v: Acquire behind the waiter: %v, RetryAfter %v; want refused, 20ms (the waiter's token, then its own, at 100/s)", newest, behind, d)
+			}
+		}
+		clock.Advance(10 * time.Millisecond)
+		select {
+		case g := <-done:
+			if !g.Acquired() {
+				t.Fatalf("newest %v: the waiter: %v, want granted", newest, g)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("newest %v: the waiter was not served 10ms after the rate went to 100/s", newest)
+		}
+	}
+	// Slower: the waiter keeps its instant (1s at 1/s), though at 0.01/s
+	// its token would come in 100s.
+	clock := ratelimittest.NewClock()
+	l := newLimiter(t, tokenbucket.Config{Rate: 1, Burst: 1}, clock)
+	l.Acquire(bg, 1)
+	done := make(chan ratelimit.Lease, 1)
+	go func() { g, _ := l.Wait(bg, 1); done <- g }()
+	for l.Stats().Queued == 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
+	reconfigure(t, l, tokenbucket.Config{Rate: 0.01, Burst: 1})
+	clock.Advance(time.Second)
+	select {
+	case g := <-done:
+		if !g.Acquired() {
+			t.Fatalf("slower: the waiter: %v, want granted at its instant", g)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("slower: the waiter was not served at the instant it was given")
+	}
+}

@@ -38,19 +38,22 @@
 // Reconfigured while it runs (control.Reconfigure), a bucket keeps the
 // whole tokens it holds, clamped to the new Burst (as x/time/rate's
 // SetBurst), and its debt to queued reservations, which keep their turn; it
-// refills at the new rate from then on. On Redis, where each process
-// applies a new configuration from its next call and the state does not
-// record when the change came, a change of Rate or Burst that keeps the
-// refill continuous reads the bucket as its last decision left it, under
-// the new parameters: the time since that decision refills at the new rate,
-// up to the new Burst (memory refills it at the old rate up to the change);
-// either way no more is admitted than the new configuration allows. A
-// switch between continuous (Rate) and interval (Period) refill, or a
-// change of the Period, keeps the whole tokens the bucket held when it last
-// decided, clamped to the new Burst, and its debt, but refills nothing for
-// the time before the change (stricter than either configuration): refill
-// starts again at the change (continuous) or at the start of the Period in
-// which it falls (interval).
+// refills at the new rate from then on, and each reservation is served as
+// soon as the bucket has repaid its tokens: after a raise of the rate,
+// sooner than its waiter was told (on Redis a waiter sleeps until the
+// instant it was told). On Redis, where each process applies a new
+// configuration from its next call and the state does not record when the
+// change came, a change of Rate or Burst that keeps the refill continuous
+// reads the bucket as its last decision left it, under the new parameters:
+// the time since that decision refills at the new rate, up to the new Burst
+// (memory refills it at the old rate up to the change); either way no more
+// is admitted than the new configuration allows. A switch between
+// continuous (Rate) and interval (Period) refill, or a change of the
+// Period, keeps the whole tokens the bucket held when it last decided,
+// clamped to the new Burst, and its debt, but refills nothing for the time
+// before the change (stricter than either configuration): refill starts
+// again at the change (continuous) or at the start of the Period in which
+// it falls (interval).
 package tokenbucket
 
 import (

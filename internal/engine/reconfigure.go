@@ -40,8 +40,13 @@ func (l *limiter[S]) sync(now int64) bool {
 		}
 		w = next
 	}
-	if dropped {
+	switch {
+	case dropped:
 		l.redue(now)
+	case c.has(Reserves):
+		// The new configuration may repay the reservations sooner (a
+		// higher rate): their due instants may move earlier, never later.
+		l.gaveBack(now)
 	}
 	return true
 }
@@ -97,7 +102,8 @@ func carry[S any](old, c *conf[S], s S, now int64) S {
 // their configuration: reconfiguring one reconfigures all, each carrying
 // its state over at its next call (this one at once). Queued waiters are
 // examined again at once; a token bucket's reservations keep the instants
-// they were given; a waiter for more permits than the new capacity is
+// they were given, or earlier ones when the new configuration repays their
+// tokens sooner; a waiter for more permits than the new capacity is
 // refused (ReasonLimit, RetryAfter unknown). Applying the config in force
 // again changes nothing but carrying this limiter's state over to it.
 func (l *limiter[S]) Reconfigure(cfg ratelimit.Config) error {
