@@ -87,8 +87,9 @@ type ServerOptions struct {
 	// Key maps a call to its partition; PeerIP() by default.
 	Key KeyFunc
 	// MaxWait > 0 makes calls wait in the limiter's queue for up to MaxWait
-	// (and the call's own context) instead of being refused at once. It
-	// must not be negative.
+	// (and the call's own context) instead of being refused at once; a call
+	// that waited it out is refused for the deadline. It must not be
+	// negative.
 	MaxWait time.Duration
 }
 
@@ -122,7 +123,9 @@ func (s *server) acquire(ctx context.Context, method string) (ratelimit.Lease, e
 		lease, err = s.l.Wait(wctx, key, 1)
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			err = nil // waited MaxWait: a refusal
+			// Waited MaxWait for permits whose return no one could tell (a
+			// concurrency limit's): a refusal for the deadline.
+			return lease, refusal(fmt.Sprintf("rate limit exceeded: %v", ratelimit.ReasonDeadline), -1)
 		}
 	} else {
 		lease, err = s.l.Acquire(ctx, key, 1)

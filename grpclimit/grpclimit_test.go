@@ -373,3 +373,25 @@ func TestClientMaxPause(t *testing.T) {
 		t.Fatalf("local RetryAfter %v %v, want the MaxPause, 10m", d, ok)
 	}
 }
+
+// With MaxWait, a call that waited it out for a concurrency permit, which
+// nobody can say when comes back, is refused for the deadline (without
+// RetryInfo), as a call whose wait is known to be too long is.
+func TestServerMaxWaitOnConcurrency(t *testing.T) {
+	addr, _ := server(t, global(t, concurrency.Config{Limit: 1}, nil), grpclimit.ServerOptions{MaxWait: 20 * time.Millisecond})
+	hc := dial(t, addr, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	err = check(context.Background(), hc)
+	st, _ := status.FromError(err)
+	if _, ok := retryInfo(err); st.Code() != codes.ResourceExhausted || ok || st.Message() != "rate limit exceeded: "+ratelimit.ReasonDeadline.String() {
+		t.Fatalf("call waiting MaxWait on a held permit: %v; want ResourceExhausted for the deadline, without RetryInfo", err)
+	}
+}
