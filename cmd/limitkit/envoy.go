@@ -101,7 +101,7 @@ func (s *server) envoyView() map[string]any {
 		return v
 	}
 	byDomain := map[string]*envoyDomain{}
-	var out []envoyDomain
+	out := []envoyDomain{} // an empty list, not null, for the page
 	for _, d := range cfg.Domains() {
 		out = append(out, envoyDomain{Domain: d, Descriptors: []envoyDescriptor{}})
 	}

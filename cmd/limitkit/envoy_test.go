@@ -15,6 +15,7 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/limitkit/ratelimit/cmd/limitkit/envoy"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -127,4 +128,18 @@ func get(t *testing.T, url, token string) *http.Response {
 	}
 	t.Cleanup(func() { res.Body.Close() })
 	return res
+}
+
+// An -envoy-config directory without rules shows an empty list of
+// domains on the management page, not null, which the page's script
+// iterates over.
+func TestEnvoyViewOfNoRules(t *testing.T) {
+	src, err := envoy.NewSource(t.TempDir(), envoy.SourceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal((&server{envoySrc: src}).envoyView())
+	if err != nil || !strings.Contains(string(b), `"domains":[]`) {
+		t.Fatalf("the view of no rules: %s, %v; want an empty list of domains", b, err)
+	}
 }
