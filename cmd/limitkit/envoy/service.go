@@ -305,7 +305,7 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 	if acquire == nil { // requests_per_unit 0: every hit is over it
 		d.over = d.hits > 0
 		d.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, CurrentLimit: limit,
-			DurationUntilReset: durationpb.New(windowLeft(unitLength(limit.Unit), now))}
+			DurationUntilReset: wholeSeconds(windowLeft(unitLength(limit.Unit), now))}
 		if d.over && !shadow {
 			d.status.Code = rlspb.RateLimitResponse_OVER_LIMIT
 		}
@@ -460,8 +460,15 @@ func (s *Service) status(d *decision, limit *rlspb.RateLimitResponse_RateLimit, 
 	if fixed && (left <= 0 || left > unitLength(st.CurrentLimit.Unit)) {
 		left = windowLeft(unitLength(st.CurrentLimit.Unit), now)
 	}
-	st.DurationUntilReset = &durationpb.Duration{Seconds: max(check.CeilSeconds(left), 1)}
+	st.DurationUntilReset = wholeSeconds(left)
 	return st
+}
+
+// wholeSeconds is d as a status's duration_until_reset: whole seconds,
+// rounded up, at least one (envoyproxy/ratelimit's; the Retry-After
+// header is its figure).
+func wholeSeconds(d time.Duration) *durationpb.Duration {
+	return &durationpb.Duration{Seconds: max(check.CeilSeconds(d), 1)}
 }
 
 // windowLeft is the time until the end of now's window of length w,

@@ -702,3 +702,25 @@ func TestStopCountingOverLimitReportsAFailedGiveBack(t *testing.T) {
 		t.Fatalf("OnError got %v, want the failed give-back once", errs)
 	}
 }
+
+// A limit of 0 requests per unit refuses every hit with the time left in
+// the window in whole seconds, as every other refusal, and the response
+// tells it in Retry-After.
+func TestZeroLimitResetsInWholeSeconds(t *testing.T) {
+	e := start(t, map[string]string{"d.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 0}\n"}, Options{})
+	e.clock.Advance(windowLeft(time.Minute, e.clock.Now()) + 59*time.Second + 400*time.Millisecond) // 0.6s left in the minute
+	resp := e.call(t, "d", 1, desc("k", "a"))
+	st := resp.Statuses[0]
+	if st.Code != rlspb.RateLimitResponse_OVER_LIMIT || st.DurationUntilReset.GetSeconds() != 1 || st.DurationUntilReset.GetNanos() != 0 {
+		t.Fatalf("status %v, reset %v; want OVER_LIMIT, 1s", st.Code, st.DurationUntilReset)
+	}
+	retry := ""
+	for _, h := range resp.ResponseHeadersToAdd {
+		if h.Key == "Retry-After" {
+			retry = h.Value
+		}
+	}
+	if retry != "1" {
+		t.Fatalf("Retry-After %q, want 1", retry)
+	}
+}
