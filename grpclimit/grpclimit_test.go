@@ -160,20 +160,30 @@ func TestServerRefuses(t *testing.T) {
 	}
 }
 
+// holdStream opens a stream on hc and reads its first message: its
+// handler runs, holding a concurrency permit, until cancel is called.
+func holdStream(t *testing.T, hc healthpb.HealthClient) (cancel context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	return cancel
+}
+
 // TestServerConcurrency: a concurrency permit is held while the handler
 // runs (a stream stays open), and its refusal has no RetryInfo.
 func TestServerConcurrency(t *testing.T) {
 	addr, _ := server(t, global(t, concurrency.Config{Limit: 1}, nil), grpclimit.ServerOptions{})
 	hc := dial(t, addr, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Recv(); err != nil {
-		t.Fatal(err)
-	}
-	err = check(context.Background(), hc)
+	cancel := holdStream(t, hc)
+	err := check(context.Background(), hc)
 	if _, ok := retryInfo(err); status.Code(err) != codes.ResourceExhausted || ok {
 		t.Fatalf("call while the stream holds the permit: %v, want ResourceExhausted without RetryInfo", err)
 	}
@@ -380,16 +390,8 @@ func TestClientMaxPause(t *testing.T) {
 func TestServerMaxWaitOnConcurrency(t *testing.T) {
 	addr, _ := server(t, global(t, concurrency.Config{Limit: 1}, nil), grpclimit.ServerOptions{MaxWait: 20 * time.Millisecond})
 	hc := dial(t, addr, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Recv(); err != nil {
-		t.Fatal(err)
-	}
-	err = check(context.Background(), hc)
+	defer holdStream(t, hc)()
+	err := check(context.Background(), hc)
 	st, _ := status.FromError(err)
 	if _, ok := retryInfo(err); st.Code() != codes.ResourceExhausted || ok || st.Message() != "rate limit exceeded: "+ratelimit.ReasonDeadline.String() {
 		t.Fatalf("call waiting MaxWait on a held permit: %v; want ResourceExhausted for the deadline, without RetryInfo", err)

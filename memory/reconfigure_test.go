@@ -577,54 +577,47 @@ func TestFactoryReconfigureInsideSiblingsCalls(t *testing.T) {
 // refused with the wait the new rate gives, not 0s. A lower rate never
 // delays a waiter past the instant it was given.
 func TestReconfigureRateBringsReservationsForward(t *testing.T) {
-	for _, newest := range []bool{false, true} {
-		clock := ratelimittest.NewClock()
-		q := ratelimit.Queue{}
-		if newest {
-			q.Order = ratelimit.NewestFirst
-		}
-		l := newLimiter(t, tokenbucket.Config{Rate: 0.01, Burst: 1, Queue: q}, clock)
+	// queued makes l's bucket empty and queues a Wait for 1 token on it.
+	queued := func(l memory.Limiter) <-chan ratelimit.Lease {
 		l.Acquire(bg, 1)
 		done := make(chan ratelimit.Lease, 1)
 		go func() { g, _ := l.Wait(bg, 1); done <- g }()
 		for l.Stats().Queued == 0 {
 			time.Sleep(50 * time.Microsecond)
 		}
-		reconfigure(t, l, tokenbucket.Config{Rate: 100, Burst: 1, Queue: q})
-		if !newest {
-			behind, _ := l.Acquire(bg, 1)
-			if d, ok := behind.RetryAfter(); behind.Acquired() || !ok || d < 19*time.Millisecond || d > 20*time.Millisecond {
-				t.Fatalf("newest %v: Acquire behind the waiter: %v, RetryAfter %v; want refused, 20ms (the waiter's token, then its own, at 100/s)", newest, behind, d)
-			}
-		}
-		clock.Advance(10 * time.Millisecond)
+		return done
+	}
+	served := func(what string, done <-chan ratelimit.Lease) {
+		t.Helper()
 		select {
 		case g := <-done:
 			if !g.Acquired() {
-				t.Fatalf("newest %v: the waiter: %v, want granted", newest, g)
+				t.Fatalf("%s: the waiter: %v, want granted", what, g)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatalf("newest %v: the waiter was not served 10ms after the rate went to 100/s", newest)
+			t.Fatalf("%s: the waiter was not served", what)
 		}
+	}
+	for _, q := range []ratelimit.Queue{{}, {Order: ratelimit.NewestFirst}} {
+		clock := ratelimittest.NewClock()
+		l := newLimiter(t, tokenbucket.Config{Rate: 0.01, Burst: 1, Queue: q}, clock)
+		done := queued(l)
+		reconfigure(t, l, tokenbucket.Config{Rate: 100, Burst: 1, Queue: q})
+		if q.Order == ratelimit.OldestFirst {
+			behind, _ := l.Acquire(bg, 1)
+			if d, ok := behind.RetryAfter(); behind.Acquired() || !ok || d < 19*time.Millisecond || d > 20*time.Millisecond {
+				t.Fatalf("Acquire behind the waiter: %v, RetryAfter %v; want refused, 20ms (the waiter's token, then its own, at 100/s)", behind, d)
+			}
+		}
+		clock.Advance(10 * time.Millisecond)
+		served(q.Order.String()+", 10ms after the rate went to 100/s", done)
 	}
 	// Slower: the waiter keeps its instant (1s at 1/s), though at 0.01/s
 	// its token would come in 100s.
 	clock := ratelimittest.NewClock()
 	l := newLimiter(t, tokenbucket.Config{Rate: 1, Burst: 1}, clock)
-	l.Acquire(bg, 1)
-	done := make(chan ratelimit.Lease, 1)
-	go func() { g, _ := l.Wait(bg, 1); done <- g }()
-	for l.Stats().Queued == 0 {
-		time.Sleep(50 * time.Microsecond)
-	}
+	done := queued(l)
 	reconfigure(t, l, tokenbucket.Config{Rate: 0.01, Burst: 1})
 	clock.Advance(time.Second)
-	select {
-	case g := <-done:
-		if !g.Acquired() {
-			t.Fatalf("slower: the waiter: %v, want granted at its instant", g)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("slower: the waiter was not served at the instant it was given")
-	}
+	served("slower, at the instant it was given", done)
 }
