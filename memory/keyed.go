@@ -81,10 +81,7 @@ var errNotMade = fmt.Errorf("%w: memory: a Keyed must be made by NewKeyed", rate
 // Acquire takes permits for key now, or refuses, as key's own limiter
 // would (see Limiter). Negative permits, more than the capacity, a nil or
 // done ctx are errors that change nothing (no key is added); after Close
-// it returns ratelimit.ErrClosed. A status check (permits == 0) of a key
-// without an entry while WithMaxKeys keys are held is answered from the
-// initial state: it takes nothing, so no idle key is evicted for it, nor is
-// it refused for want of room, and no key is added; so is a Wait's.
+// it returns ratelimit.ErrClosed.
 func (k *Keyed) Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
 	if k == nil || k.k == nil {
 		return ratelimit.Lease{}, errNotMade

@@ -192,11 +192,7 @@ func (l *Limiter) check(ctx context.Context, permits int) error {
 
 // Acquire takes permits from key's partition now, or refuses. An
 // invalid call (see Wait) is reported before any partition is looked up
-// or created. A status check (permits == 0) of a key without a partition
-// while MaxPartitions are live is answered by a limiter Config.New makes
-// for it and closes after: it takes nothing, so no partition is evicted or
-// made for it, nor is it refused for want of room, nor sent to Overflow;
-// so is a Wait's.
+// or created.
 func (l *Limiter) Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
 	return l.take(ctx, key, permits, false)
 }
@@ -217,21 +213,9 @@ func (l *Limiter) take(ctx context.Context, key string, permits int, wait bool) 
 	if err := l.check(ctx, permits); err != nil {
 		return ratelimit.Lease{}, err
 	}
-	var lim ratelimit.Limiter
-	var p *partition
-	if permits == 0 && !l.closed.Load() && l.live.Load() >= int64(l.cfg.MaxPartitions) {
-		if p = l.lookup(key); p != nil {
-			lim = p.limiter
-		} else if lease, ok, err := l.status(ctx, key, wait); ok {
-			return lease, err
-		}
-	}
-	var lease ratelimit.Lease
-	var err error
+	lim, p, lease, err := l.get(key)
 	if lim == nil {
-		if lim, p, lease, err = l.get(key); lim == nil {
-			return lease, err
-		}
+		return lease, err
 	}
 	if wait {
 		lease, err = lim.Wait(ctx, permits)
@@ -243,28 +227,6 @@ func (l *Limiter) take(ctx context.Context, key string, permits int, wait bool) 
 	}
 	p.done()
 	return lease, err
-}
-
-// status answers a status check (permits == 0) of key, which has no
-// partition while MaxPartitions are live, from a limiter Config.New makes
-// for it, under the configuration in force, closed after: a status check
-// takes nothing, so no idle partition is evicted for it, nor is it refused
-// for want of room. (With room, it makes the partition a key's first call
-// makes, which keeps the instant it was made at.) ok is false when New
-// fails: the caller goes on as for any new key, which reports it.
-func (l *Limiter) status(ctx context.Context, key string, wait bool) (lease ratelimit.Lease, ok bool, err error) {
-	lim, err := l.cfg.New(key)
-	if err != nil || check.IsNil(lim) {
-		return lease, false, nil
-	}
-	defer l.discard(key, lim, nil)
-	reconfigureNew(lim, l.reconf.Load())
-	if wait {
-		lease, err = lim.Wait(ctx, 0)
-	} else {
-		lease, err = lim.Acquire(ctx, 0)
-	}
-	return lease, true, err
 }
 
 // overflowGrant is the Releaser of a grant that the Overflow limiter made:

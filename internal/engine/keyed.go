@@ -191,11 +191,6 @@ func (s *store[S]) Acquire(ctx context.Context, key string, permits int) (rateli
 		}
 	}
 	hd := sh.held[key]
-	if hd == nil && p == 0 && s.full() { // a status check of a new key, with no room for it
-		lease, _ := s.initialStatus(sh, now)
-		sh.mu.Unlock()
-		return lease, nil
-	}
 	if hd == nil { // a new key
 		if !s.admit(sh) {
 			sh.mu.Unlock()
@@ -255,12 +250,6 @@ func (s *store[S]) Wait(ctx context.Context, key string, permits int) (ratelimit
 	if hd == nil {
 		hd = sh.held[key]
 	}
-	if hd == nil && p == 0 && s.full() { // a status check of a new key, with no room for it, granted at once
-		if lease, ok := s.initialStatus(sh, now); ok {
-			sh.mu.Unlock()
-			return lease, nil
-		}
-	}
 	if hd == nil { // a new key
 		if !s.admit(sh) {
 			sh.mu.Unlock()
@@ -290,23 +279,6 @@ func (s *store[S]) Wait(ctx context.Context, key string, permits int) (ratelimit
 	}
 	s.done(sh, key, hd)
 	return lease, err
-}
-
-// full reports whether maxKeys keys are held: a new key then takes an
-// idle key's place, or is refused.
-func (s *store[S]) full() bool { return s.live.Load() >= s.maxKeys }
-
-// initialStatus is the answer to a status check (permits == 0) of a key
-// without an entry: its initial state's, and granted reports whether it is
-// a grant. A status check takes nothing, so while the store is full no
-// idle key is evicted for it, nor is it refused for want of room, and no
-// entry is added for it. (With room, it adds the entry a key's own limiter
-// would keep: the instant it was made at, which a decision read at an
-// older instant is then made at.) Requires sh.mu.
-func (s *store[S]) initialStatus(sh *shard[S], now int64) (lease ratelimit.Lease, granted bool) {
-	c := sh.c
-	st, d := c.model.Step(c.model.Initial(), now, 0)
-	return c.lease(d, st, now, 0), d.Granted
 }
 
 // hold makes the limiter that holds key, whose hash is h, from state st
