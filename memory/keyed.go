@@ -81,7 +81,10 @@ var errNotMade = fmt.Errorf("%w: memory: a Keyed must be made by NewKeyed", rate
 // Acquire takes permits for key now, or refuses, as key's own limiter
 // would (see Limiter). Negative permits, more than the capacity, a nil or
 // done ctx are errors that change nothing (no key is added); after Close
-// it returns ratelimit.ErrClosed.
+// it returns ratelimit.ErrClosed. A status check (permits == 0) of a key
+// without an entry adds one, as any call does (and may so take an idle
+// key's place): while WithMaxKeys busy keys leave no room, it is refused
+// (ReasonNoPartition), as a request on that key would be.
 func (k *Keyed) Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
 	if k == nil || k.k == nil {
 		return ratelimit.Lease{}, errNotMade

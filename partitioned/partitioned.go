@@ -192,7 +192,10 @@ func (l *Limiter) check(ctx context.Context, permits int) error {
 
 // Acquire takes permits from key's partition now, or refuses. An
 // invalid call (see Wait) is reported before any partition is looked up
-// or created.
+// or created. A status check (permits == 0) of a key without a partition
+// makes one, as any call does (and may so take an idle one's place): while
+// MaxPartitions busy partitions leave no room, it is refused
+// (ReasonNoPartition) or goes to Overflow, as a request on that key would.
 func (l *Limiter) Acquire(ctx context.Context, key string, permits int) (ratelimit.Lease, error) {
 	return l.take(ctx, key, permits, false)
 }
