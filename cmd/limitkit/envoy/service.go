@@ -258,7 +258,7 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 		d.cfg, d.name = o.cfg, o.name
 		if o.reg != nil {
 			acquire = func(n int) (ratelimit.Lease, error) { return o.keyed.Acquire(ctx, d.key, n) }
-			refund = func(l ratelimit.Lease, n int) error { return refundKey(ctx, o.keyed, d.key, l, n) }
+			refund = func(l ratelimit.Lease, n int) error { return s.giveBack(ctx, o.keyed, d, l, n) }
 		}
 	case d.rule.Policy != "":
 		r := d.rule
@@ -276,7 +276,7 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 		d.cfg = p.Config
 		keyed := s.opts.Policies.Keyed(r.Policy, App)
 		acquire = func(n int) (ratelimit.Lease, error) { return keyed.Acquire(ctx, d.key, n) }
-		refund = func(l ratelimit.Lease, n int) error { return refundKey(ctx, keyed, d.key, l, n) }
+		refund = func(l ratelimit.Lease, n int) error { return s.giveBack(ctx, keyed, d, l, n) }
 	default:
 		r := d.rule
 		mode, shadow, d.name = r.FailureMode, r.ShadowMode, r.PolicyName
@@ -285,21 +285,12 @@ func (s *Service) decide(ctx context.Context, cfg *Config, d *decision, now time
 			d.cfg = r.Config()
 			keyed := s.rules.Keyed(r.PolicyName, App)
 			acquire = func(n int) (ratelimit.Lease, error) { return keyed.Acquire(ctx, d.key, n) }
-			refund = func(l ratelimit.Lease, n int) error { return refundKey(ctx, keyed, d.key, l, n) }
+			refund = func(l ratelimit.Lease, n int) error { return s.giveBack(ctx, keyed, d, l, n) }
 		}
 	}
 	if len(d.key) > policy.MaxKeyLen {
 		sum := sha256.Sum256([]byte(d.key))
 		d.key = "sha256:" + hex.EncodeToString(sum[:])
-	}
-	if giveBack := refund; giveBack != nil { // its errors go to OnError
-		refund = func(l ratelimit.Lease, n int) error {
-			err := giveBack(l, n)
-			if err != nil && s.opts.OnError != nil {
-				s.opts.OnError(fmt.Errorf("envoy: %d hits of %s could not be given back, and stay counted: %w", n, d.name, err))
-			}
-			return err
-		}
 	}
 
 	if acquire == nil { // requests_per_unit 0: every hit is over it
@@ -538,6 +529,17 @@ func (s *Service) respond(ds []decision, now time.Time) *rlspb.RateLimitResponse
 			&corepb.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(retry, 10)})
 	}
 	return resp
+}
+
+// giveBack gives back n hits of d, granted by lease, to k's limiter of
+// d's key (refundKey), and tells OnError when it cannot: they stay
+// counted.
+func (s *Service) giveBack(ctx context.Context, k ratelimit.Keyed, d *decision, lease ratelimit.Lease, n int) error {
+	err := refundKey(ctx, k, d.key, lease, n)
+	if err != nil && s.opts.OnError != nil {
+		s.opts.OnError(fmt.Errorf("envoy: %d hits of %s could not be given back, and stay counted: %w", n, d.name, err))
+	}
+	return err
 }
 
 // refundKey gives lease, a grant of key by k, back to k's limiter of key
