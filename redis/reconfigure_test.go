@@ -760,3 +760,43 @@ func TestReconfigureConcurrencyGrantsReportNewLimit(t *testing.T) {
 		t.Fatal("an eleventh permit granted under Limit 10")
 	}
 }
+
+// A change of a token bucket's Rate carries over as each backend's doc
+// says: memory refills at the old rate up to the change, Redis refills
+// the time since the bucket's last decision at the new rate. Drained at
+// 100/s, then 50ms later set to 1/s: memory holds the 5 tokens of those
+// 50ms, Redis the 0.05 that 1/s gives them.
+func TestReconfigureTokenBucketRateOnEachBackend(t *testing.T) {
+	_, c := miniClient(t)
+	clock := ratelimittest.NewClock()
+	old, cfg := tokenbucket.Config{Rate: 100, Burst: 10}, tokenbucket.Config{Rate: 1, Burst: 10}
+	ml, err := memory.New(old, memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Close()
+	rl := mustNew(t, c, key("tb-rate"), old, redis.WithClock(clock), redis.WithoutRefusalCache())
+	for _, l := range []ratelimit.Limiter{ml, rl} {
+		if g, _ := l.Acquire(bg, 10); !g.Acquired() {
+			t.Fatalf("%T: the whole burst: %v", l, g)
+		}
+	}
+	clock.Advance(50 * time.Millisecond)
+	if err := ml.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for l, want := range map[ratelimit.Limiter]int{ml: 5, rl: 0} {
+		granted := 0
+		for range 10 {
+			if g, _ := l.Acquire(bg, 1); g.Acquired() {
+				granted++
+			}
+		}
+		if granted != want {
+			t.Errorf("%T: %d granted after the change, want %d", l, granted, want)
+		}
+	}
+}
